@@ -1,0 +1,31 @@
+# The two commands of the README. Both set up .venv first (tools/setup-env: idempotent).
+VENV ?= .venv
+BIN := $(VENV)/bin
+export VLLM_CPU_KVCACHE_SPACE ?= 1
+export VLLM_NO_USAGE_STATS ?= 1
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+
+.PHONY: env demo test check nbtest pytest site
+
+env:
+	@VENV=$(VENV) tools/setup-env
+
+## Run the main job on the embedded default checkpoint: plain vs MTP (BF16 draft) vs MTP (FP8 draft) in real vLLM.
+demo: env
+	$(BIN)/mtp-lit demo
+
+## All tests: export/clean leave the tree unchanged, notebook tests, then pytest (end-to-end on real vLLM).
+test: env check nbtest pytest
+
+check:
+	$(BIN)/nbdev_export
+	$(BIN)/nbdev_clean
+	@git diff --quiet -- mtp_lit nbs || { git --no-pager diff --stat -- mtp_lit nbs; echo "nbdev_export/nbdev_clean changed the tree: run them and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- mtp_lit nbs)" || { git status --porcelain -- mtp_lit nbs; echo "untracked files under mtp_lit/ or nbs/"; exit 1; }
+
+nbtest:
+	$(BIN)/nbdev_test --n_workers 2 --timing
+
+pytest:
+	$(BIN)/python -m pytest -ra tests

@@ -21,7 +21,8 @@ test: env check nbtest pytest
 check:
 	$(BIN)/nbdev_export
 	$(BIN)/nbdev_clean
-	@git diff --quiet -- mtp_lit nbs || { git --no-pager diff --stat -- mtp_lit nbs; echo "nbdev_export/nbdev_clean changed the tree: run them and commit"; exit 1; }
+	$(BIN)/python tools/readme.py
+	@git diff --quiet -- mtp_lit nbs README.md || { git --no-pager diff --stat -- mtp_lit nbs; echo "nbdev_export/nbdev_clean changed the tree: run them and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- mtp_lit nbs)" || { git status --porcelain -- mtp_lit nbs; echo "untracked files under mtp_lit/ or nbs/"; exit 1; }
 
 nbtest:

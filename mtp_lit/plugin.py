@@ -6,14 +6,14 @@
 __all__ = ['logger', 'DRAFTS', 'DraftRow', 'register', 'DraftBuild', 'draft_patch', 'check_window', 'build_draft_head',
            'make_draft_class']
 
-# %% ../nbs/06_plugin.ipynb #634354e4
+# %% ../nbs/06_plugin.ipynb #d5be1e67
 import importlib, logging, os
 from dataclasses import dataclass, field
 from .options import parse_options, checkpoint_options, draft_quant_plan, DraftQuantPlan, MtpLitOptions
 
 logger = logging.getLogger('mtp_lit')
 
-# %% ../nbs/06_plugin.ipynb #1f948e6b
+# %% ../nbs/06_plugin.ipynb #6f935670
 @dataclass(frozen=True)
 class DraftRow:
     "How mtp_lit extends one vLLM MTP draft class."
@@ -33,7 +33,7 @@ DRAFTS = {  # vLLM registry key -> row; the key is what vLLM's speculative confi
     'MiMoMTPModel':        DraftRow(_M + 'mimo_mtp', 'MiMoMTP'),
 }
 
-# %% ../nbs/06_plugin.ipynb #9318cf47
+# %% ../nbs/06_plugin.ipynb #4dc92aa2
 _registered = False
 
 def register() -> None:
@@ -53,7 +53,7 @@ def _vllm_logger():
         return init_logger('vllm.mtp_lit')   # a child of vLLM's logger: its handlers and format
     except ImportError: return logger
 
-# %% ../nbs/06_plugin.ipynb #32b18052
+# %% ../nbs/06_plugin.ipynb #afaf951d
 _classes = {}
 
 def __getattr__(name):
@@ -62,7 +62,7 @@ def __getattr__(name):
         return _classes[name]
     raise AttributeError(f"module 'mtp_lit.plugin' has no attribute {name!r}")
 
-# %% ../nbs/06_plugin.ipynb #c287b970
+# %% ../nbs/06_plugin.ipynb #afcb8a56
 @dataclass
 class DraftBuild:
     "The state mtp_lit attaches to one draft instance (as `draft._mtp_lit`)."
@@ -99,7 +99,7 @@ class DraftBuild:
         b.draft_vocab = _load_draft_vocab(b)
         return b
 
-# %% ../nbs/06_plugin.ipynb #872ba6ad
+# %% ../nbs/06_plugin.ipynb #607a07c8
 def _none():
     from mtp_lit.options import MtpQuant
     return MtpQuant()
@@ -111,7 +111,7 @@ def _load_draft_vocab(b: 'DraftBuild'):
     except ImportError: return None
     return load_draft_vocab(b.model_dir, b.config)
 
-# %% ../nbs/06_plugin.ipynb #7b2ffbf9
+# %% ../nbs/06_plugin.ipynb #06b6d359
 from contextlib import contextmanager
 
 @contextmanager
@@ -147,7 +147,7 @@ def check_window(b: DraftBuild, draft) -> None:
     if not layers or bad:
         raise RuntimeError(f"draft window {b.opts.draft_window}: not applied to draft attention layers {bad or '(none found)'}")
 
-# %% ../nbs/06_plugin.ipynb #9f6e2c1c
+# %% ../nbs/06_plugin.ipynb #aac15894
 _HEAD_NORM_FAMILIES = ('DeepSeekMTPModel', 'Glm4MoeMTPModel', 'Glm4MoeLiteMTPModel')
 
 def build_draft_head(b: DraftBuild, draft, config) -> None:
@@ -169,7 +169,7 @@ def build_draft_head(b: DraftBuild, draft, config) -> None:
     b.draft_head, b.logits = draft.draft_lm_head, LogitsProcessor(len(ids))
     b.identity = len(ids) == config.vocab_size and bool((ids == torch.arange(len(ids))).all())
 
-# %% ../nbs/06_plugin.ipynb #618ea6de
+# %% ../nbs/06_plugin.ipynb #adf292a9
 def _compute_logits(self, hidden_states, *args, **kwargs):
     b = self._mtp_lit
     if b.draft_head is None: return type(self).__mro__[1].compute_logits(self, hidden_states, *args, **kwargs)
@@ -184,7 +184,7 @@ def _get_top_tokens(self, hidden_states, *args, **kwargs):
     top = b.logits.get_top_tokens(b.draft_head, hidden_states)
     return top if b.identity else self.draft_vocab_ids[top]
 
-# %% ../nbs/06_plugin.ipynb #5eb6ada2
+# %% ../nbs/06_plugin.ipynb #63fb3683
 _SHARED_FROM_TARGET = ('embed_tokens', 'lm_head', 'shared_head.head')
 
 def _load_weights(self, weights):
@@ -198,11 +198,12 @@ def _load_weights(self, weights):
     if b.active:
         missing = [n for n, _ in self.named_parameters() if n not in loaded and not any(s in n for s in _SHARED_FROM_TARGET)]
         if missing:
-            raise ValueError(f"{b.key} draft from {b.model_dir}: parameters not found in the checkpoint: {missing[:8]}"
-                             f"{' ...' if len(missing) > 8 else ''} (is the MTP layer in the checkpoint?)")
+            why = '; '.join(f"{k} from {v}" for k, v in b.opts.sources.items()) or f"mtp_quant_algo {b.plan.mode}"
+            raise ValueError(f"mtp_lit options ({why}) need the draft's MTP layer, but {b.key} parameters were not found in "
+                             f"the checkpoint {b.model_dir}: {missing[:6]}{' ...' if len(missing) > 6 else ''}")
     return loaded
 
-# %% ../nbs/06_plugin.ipynb #e32e67b7
+# %% ../nbs/06_plugin.ipynb #451e8614
 def make_draft_class(key: str) -> type:
     "The mtp_lit subclass of vLLM's draft class for registry `key` (a row of `DRAFTS`); imports that vLLM module."
     row = DRAFTS[key]

@@ -8,7 +8,7 @@ __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts'
            'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'build_draft_vocab',
            'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
-# %% ../nbs/09_draft_vocab.ipynb #0523e5e6
+# %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
 import json, os, shutil, sys, warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -16,7 +16,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-# %% ../nbs/09_draft_vocab.ipynb #b7268387
+# %% ../nbs/09_draft_vocab.ipynb #21fcff8f
 def corpus_paths(paths, pattern: str = '**/*') -> list:
     """Expand corpus arguments (files and/or directories) into a sorted, de-duplicated list of text files.
 
@@ -37,7 +37,7 @@ def corpus_paths(paths, pattern: str = '**/*') -> list:
     if not out: raise ValueError(f"corpus {[str(p) for p in items]}: no text files found")
     return out
 
-# %% ../nbs/09_draft_vocab.ipynb #848fc4d8
+# %% ../nbs/09_draft_vocab.ipynb #79da3f31
 def token_counts(tokenizer_json_path, files, batch_size: int = 64, *, vocab_size: int | None = None,
                  progress: bool = True) -> torch.Tensor:
     """How often each token id occurs in `files`, tokenized with a checkpoint's own `tokenizer.json`.
@@ -68,7 +68,7 @@ def token_counts(tokenizer_json_path, files, batch_size: int = 64, *, vocab_size
         raise ValueError(f"tokenizer {str(tokenizer_json_path)!r} produced token ids >= vocab_size={vocab_size}")
     return counts[:vocab_size] if vocab_size is not None else counts
 
-# %% ../nbs/09_draft_vocab.ipynb #9850df03
+# %% ../nbs/09_draft_vocab.ipynb #1e650d38
 def special_token_ids(tokenizer_json_path, config: dict | None = None, generation_config: dict | None = None) -> list:
     """Ids a draft vocabulary always keeps: every `added_tokens` entry of `tokenizer.json` (special or not: chat and
     tool markers such as `<|im_end|>`, `<think>`) plus `eos_token_id`/`bos_token_id`/`pad_token_id` (int or list) of
@@ -108,7 +108,7 @@ def rank_draft_vocab(counts: torch.Tensor, K: int, keep_ids=()) -> torch.Tensor:
                          f"({nkeep} special/added tokens are always kept)")
     return torch.sort(frequency_order(counts, keep_ids)[:K]).values
 
-# %% ../nbs/09_draft_vocab.ipynb #1ef109a7
+# %% ../nbs/09_draft_vocab.ipynb #7c96ac52
 def validate_draft_vocab_ids(ids: torch.Tensor, vocab_size: int, name: str = 'draft_vocab_ids') -> torch.Tensor:
     """Check a draft vocabulary: 1-D int64, every id in `[0, vocab_size)`, no duplicates, sorted ascending.
     Returns `ids`. Raises `ValueError` whose message starts with `name` (file:tensor) and says which rule failed."""
@@ -139,7 +139,7 @@ def t2d_mask(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     m = torch.zeros(vocab_size, dtype=torch.bool); m[validate_draft_vocab_ids(ids, vocab_size, 't2d_mask ids')] = True
     return m
 
-# %% ../nbs/09_draft_vocab.ipynb #5be814c7
+# %% ../nbs/09_draft_vocab.ipynb #4e53c623
 def coverage_curve(counts_heldout: torch.Tensor, ranking: torch.Tensor) -> torch.Tensor:
     """Coverage of held-out tokens by the top-K of `ranking`, for every K: float64 `[len(ranking)]`, entry `K-1` =
     `counts_heldout[ranking[:K]].sum() / counts_heldout.sum()`. `ranking`: int64 ids, most frequent first (e.g.
@@ -156,7 +156,7 @@ def coverage_at(curve: torch.Tensor, K: int) -> float:
     if not 0 <= K <= len(curve): raise ValueError(f"K={K} outside [0, {len(curve)}]")
     return float(curve[K - 1]) if K else 0.0
 
-# %% ../nbs/09_draft_vocab.ipynb #c7e8b332
+# %% ../nbs/09_draft_vocab.ipynb #0a2fd2b3
 def vocab_explorer_row(curve: torch.Tensor, K: int, *, hidden_size: int, head_bytes: float = 2,
                        mtp_bytes: int | None = None) -> dict:
     """What the draft-vocab explorer shows for one `K`: held-out coverage, head bytes per draft step (`K*hidden_size*head_bytes`)
@@ -186,7 +186,7 @@ def vocab_explorer(curve: torch.Tensor, hidden_size: int, head_bytes: float = 2,
     k.observe(show, 'value'); show()
     return w.VBox([k, out])
 
-# %% ../nbs/09_draft_vocab.ipynb #fb063cc2
+# %% ../nbs/09_draft_vocab.ipynb #c19f6670
 DRAFT_VOCAB_FILE = 'draft_vocab.safetensors'
 LEGACY_IDS_FILE = 'mtp_draft_vocab_ids.pt'
 _INDEX = 'model.safetensors.index.json'
@@ -229,7 +229,7 @@ def lm_head_tensor(ckpt, config: dict) -> tuple:
         if n in files: return n, files[n]
     raise ValueError(f"{ckpt}: no LM head rows: tie_word_embeddings={tied} and none of {embeds if tied else heads} in the checkpoint")
 
-# %% ../nbs/09_draft_vocab.ipynb #d6779147
+# %% ../nbs/09_draft_vocab.ipynb #a57cde77
 def _tmp_name(p: Path) -> Path: return p.with_name(f'.{p.name}.tmp-{os.getpid()}')
 
 def _write_json(path: Path, obj):
@@ -263,7 +263,7 @@ def _install_draft_vocab(dst: Path, config: dict, tensors: dict, record: dict):
     _write_json(dst / 'config.json', {**config, 'mtp_lit': {**(config.get('mtp_lit') or {}), **record}})
     if not tensors and f.exists(): f.unlink()
 
-# %% ../nbs/09_draft_vocab.ipynb #5e93900f
+# %% ../nbs/09_draft_vocab.ipynb #3891fe2e
 def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: str = '**/*', batch_size: int = 64,
                       progress: bool = True) -> Path:
     """Count `corpus` with the checkpoint's tokenizer, keep the top `K` token ids (special/EOS always), and write the
@@ -316,7 +316,7 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
         shutil.rmtree(tmp, ignore_errors=True); raise
     return out
 
-# %% ../nbs/09_draft_vocab.ipynb #597c8b9f
+# %% ../nbs/09_draft_vocab.ipynb #3c410ac2
 class DraftVocab(NamedTuple):
     "A validated draft vocabulary: `ids` int64 `[K]` sorted target ids; `rows_name` the checkpoint tensor of the head rows `[K, H]`."
     ids: torch.Tensor
@@ -409,7 +409,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
                                  f"the draft head does not match this checkpoint's LM head")
     return DraftVocab(ids, rows_name)
 
-# %% ../nbs/09_draft_vocab.ipynb #94a96756
+# %% ../nbs/09_draft_vocab.ipynb #87eddd94
 def parse_draft_vocab_size(s: str, vocab_size: int) -> int:
     "`--size` of `mtp-lit draft-vocab`: an int, or `V` / `V/n` (integer division of `vocab_size`). Raises `ValueError`."
     t = str(s).strip().replace(' ', '')

@@ -7,11 +7,11 @@ __all__ = ['QWEN3_5_27B', 'QWEN3_5_27B_MTP_SHAPES', 'validate_window', 'window_m
            'kv_bytes_per_draft_step', 'mla_kv_bytes_per_draft_step', 'draft_weight_bytes', 'kv_dominance_context',
            'window_explorer_row', 'window_explorer']
 
-# %% ../nbs/10_window.ipynb #1bc417ae
+# %% ../nbs/10_window.ipynb #02a5caf3
 import math
 import torch
 
-# %% ../nbs/10_window.ipynb #4af976e1
+# %% ../nbs/10_window.ipynb #fefae3e3
 def validate_window(window, sinks=0) -> tuple:
     """Check a draft attention window and its sink count; return `(window, sinks)` normalised (`window` None = off).
 
@@ -30,7 +30,7 @@ def validate_window(window, sinks=0) -> tuple:
         raise ValueError(f"draft attention sinks={sinks} needs a window > 0: sinks are the tokens kept *outside* the window")
     return window, sinks
 
-# %% ../nbs/10_window.ipynb #58556281
+# %% ../nbs/10_window.ipynb #262b2bf6
 def window_mask(q_pos, kv_len: int, window=None, sinks: int = 0) -> torch.Tensor:
     """Which cached positions each draft query attends to: bool tensor `[num_queries, kv_len]` (True = attended).
 
@@ -48,7 +48,7 @@ def window_mask(q_pos, kv_len: int, window=None, sinks: int = 0) -> torch.Tensor
     if window is not None: m &= (j > q - window) | (j < sinks)
     return m
 
-# %% ../nbs/10_window.ipynb #7e3502e1
+# %% ../nbs/10_window.ipynb #b1d5f402
 def attended_tokens(context, window=None, sinks: int = 0):
     """Number of cached positions a draft query at context length `context` reads: `min(context, window + sinks)`, or
     `context` without a window. `context` counts the query's own token (int, or int64 tensor for a curve).
@@ -58,7 +58,7 @@ def attended_tokens(context, window=None, sinks: int = 0):
     if window is None: return context
     return torch.clamp(context, max=window + sinks) if torch.is_tensor(context) else min(context, window + sinks)
 
-# %% ../nbs/10_window.ipynb #dde9371c
+# %% ../nbs/10_window.ipynb #cf3338c3
 def kv_bytes_per_token(num_kv_heads: int, head_dim: int, kv_dtype_bytes: int = 2) -> int:
     "Bytes one cached token takes in one standard (GQA/MHA) attention layer: key + value, `2 * num_kv_heads * head_dim * kv_dtype_bytes`."
     return 2 * num_kv_heads * head_dim * kv_dtype_bytes
@@ -72,14 +72,14 @@ def kv_bytes_per_draft_step(context, window=None, sinks: int = 0, *, num_kv_head
     Returns bytes (int, or a tensor shaped like `context`). Raises like `validate_window`."""
     return batch * num_layers * attended_tokens(context, window, sinks) * kv_bytes_per_token(num_kv_heads, head_dim, kv_dtype_bytes)
 
-# %% ../nbs/10_window.ipynb #86a9ebad
+# %% ../nbs/10_window.ipynb #5a097f88
 def mla_kv_bytes_per_draft_step(context, window=None, sinks: int = 0, *, kv_lora_rank: int, qk_rope_head_dim: int,
                                 kv_dtype_bytes: int = 2, num_layers: int = 1, batch: int = 1):
     """`kv_bytes_per_draft_step` for an MLA draft layer (DeepSeek-V2/V3): one latent of `kv_lora_rank` plus one RoPE key of
     `qk_rope_head_dim` elements per token, shared by all heads, `kv_dtype_bytes` each (config.json field names)."""
     return batch * num_layers * attended_tokens(context, window, sinks) * (kv_lora_rank + qk_rope_head_dim) * kv_dtype_bytes
 
-# %% ../nbs/10_window.ipynb #8b8b242d
+# %% ../nbs/10_window.ipynb #b31d9af7
 QWEN3_5_27B = dict(hidden_size=5120, vocab_size=248320, num_key_value_heads=4, head_dim=256, max_position_embeddings=262144,
                    num_hidden_layers=64, num_full_attention_layers=16, mtp_num_hidden_layers=1, tie_word_embeddings=False)
 QWEN3_5_27B_MTP_SHAPES = {  # name -> shape, from the checkpoint's safetensors headers (all torch.bfloat16)
@@ -91,7 +91,7 @@ QWEN3_5_27B_MTP_SHAPES = {  # name -> shape, from the checkpoint's safetensors h
     'mtp.layers.0.self_attn.q_proj.weight': (12288, 5120), 'mtp.layers.0.self_attn.v_proj.weight': (1024, 5120),
     'mtp.norm.weight': (5120,), 'mtp.pre_fc_norm_embedding.weight': (5120,), 'mtp.pre_fc_norm_hidden.weight': (5120,)}
 
-# %% ../nbs/10_window.ipynb #a30b30fc
+# %% ../nbs/10_window.ipynb #ffd4d98a
 def draft_weight_bytes(mtp_params: int, head_rows: int, hidden_size: int, weight_bytes: float = 2, head_bytes: float = 2) -> int:
     """Bytes of weights one draft step reads: the MTP layer's `mtp_params` parameters at `weight_bytes` each (2 = BF16,
     1 = FP8 e4m3, scales ignored) plus `head_rows` x `hidden_size` LM-head rows at `head_bytes` each (`head_rows` = vocab
@@ -103,7 +103,7 @@ def kv_dominance_context(weight_bytes: int, kv_bytes_per_token: int, batch: int 
     if batch < 1 or num_layers < 1 or kv_bytes_per_token <= 0: raise ValueError(f"batch={batch}, num_layers={num_layers}, kv_bytes_per_token={kv_bytes_per_token}: must be positive")
     return weight_bytes / (batch * num_layers * kv_bytes_per_token)
 
-# %% ../nbs/10_window.ipynb #8ea35aa6
+# %% ../nbs/10_window.ipynb #8dce5356
 def window_explorer_row(context: int, window: int = 0, sinks: int = 0, *, num_kv_heads: int, head_dim: int,
                         kv_dtype_bytes: int = 2, batch: int = 1, weight_bytes: int | None = None) -> dict:
     """The numbers the window explorer shows for one setting: attended tokens, KV bytes per draft step full vs windowed,

@@ -1,0 +1,66 @@
+"""`mtp_lit.draft_vocab` against the vLLM code it feeds: the `mtp-lit draft-vocab` console path, vLLM's choice of
+weight files for a sharded checkpoint, and vLLM's `draft_id_to_target_id` convention (`LocalArgmaxMixin`)."""
+import glob, json, os, shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from mtp_lit.draft_vocab import (DRAFT_VOCAB_FILE, build_draft_vocab, d2t_offsets, load_draft_vocab,
+                                 rank_draft_vocab)
+from mtp_lit.model import build_random_checkpoint, byte_tokenizer, qwen3_5_config
+
+SMALL = dict(vocab_size=320, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+             head_dim=32, intermediate_size=64)
+
+
+@pytest.fixture()
+def ckpt(tmp_path):
+    ck = build_random_checkpoint(tmp_path / 'ck', qwen3_5_config(**SMALL), tokenizer=byte_tokenizer())
+    corpus = tmp_path / 'corpus'; corpus.mkdir()
+    for i in range(5): (corpus / f'{i}.py').write_text(f'def f{i}(x):\n    return x * {i} + 1\n' * (i + 1))
+    return ck, corpus
+
+
+def test_console_entry_builds_and_validates(ckpt, tmp_path, capsys):
+    "`mtp-lit draft-vocab` through mtp_lit.cli, with the progress bar on."
+    from mtp_lit.cli import main
+    ck, corpus = ckpt
+    assert main(['draft-vocab', str(ck), '--corpus', str(corpus), '--size', 'V/4', '--out', str(tmp_path / 'v')]) == 0
+    assert 'draft vocab K=80 of V=320' in capsys.readouterr().out
+    dv = load_draft_vocab(tmp_path / 'v')
+    assert dv.ids.numel() == 80 and dv.ids[0] == 0
+    assert main(['draft-vocab', str(ck), '--corpus', str(corpus), '--size', 'V/4', '--out', str(tmp_path / 'v')]) == 1
+    assert 'already exists' in capsys.readouterr().err
+
+
+def test_vllm_picks_up_the_draft_file_of_a_sharded_checkpoint(ckpt, tmp_path):
+    "vLLM loads only the files a sharded checkpoint's index lists: the draft vocab file must be among them."
+    from vllm.model_executor.model_loader.weight_utils import filter_duplicate_safetensors_files
+    ck, corpus = ckpt
+    sh = tmp_path / 'sharded'; shutil.copytree(ck, sh)
+    sd = load_file(str(sh / 'model.safetensors')); (sh / 'model.safetensors').unlink()
+    names = sorted(sd); parts = {'model-00001-of-00002.safetensors': names[::2], 'model-00002-of-00002.safetensors': names[1::2]}
+    for fn, ns in parts.items(): save_file({n: sd[n] for n in ns}, str(sh / fn))
+    (sh / 'model.safetensors.index.json').write_text(json.dumps({'weight_map': {n: fn for fn, ns in parts.items() for n in ns}}))
+    build_draft_vocab(sh, corpus, 64, progress=False)
+    files = filter_duplicate_safetensors_files(glob.glob(os.path.join(sh, '*.safetensors')), str(sh), 'model.safetensors.index.json')
+    assert sorted(Path(f).name for f in files) == sorted(list(parts) + [DRAFT_VOCAB_FILE])
+    assert load_draft_vocab(sh).ids.numel() == 64
+
+
+def test_d2t_matches_vllm_local_argmax():
+    "vLLM maps a truncated draft's argmax k to `k + draft_id_to_target_id[k]`: equal to the argmax of the scattered full logits."
+    from vllm.model_executor.models.interfaces import LocalArgmaxMixin
+    torch.manual_seed(0)
+    V, K = 1000, 100
+    ids = rank_draft_vocab(torch.randint(0, 50, (V,)), K)
+    sub = torch.randn(16, K)                                   # logits of the K-row draft head
+    stub = SimpleNamespace(logits_processor=SimpleNamespace(get_top_tokens=lambda head, h: h.argmax(-1)), lm_head=None,
+                           draft_id_to_target_id=d2t_offsets(ids))
+    top = LocalArgmaxMixin.get_top_tokens(stub, sub)
+    full = torch.full((16, V), float('-inf')); full[:, ids] = sub    # the scatter of the seed patch / EAGLE-3 compute_logits
+    assert torch.equal(top, full.argmax(-1))
+    assert (d2t_offsets(ids) >= 0).all() and (d2t_offsets(ids).diff() >= 0).all()

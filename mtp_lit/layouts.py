@@ -6,13 +6,14 @@
 __all__ = ['DTYPE_BITS', 'FLOAT_DTYPES', 'QUANT_DTYPES', 'FAMILIES', 'EXCLUSION_KEYS', 'normalize_dtype', 'tensor_nbytes',
            'Family', 'text_config', 'detect_family', 'DraftLayout', 'draft_layout', 'mtp_layer_prefixes',
            'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor', 'expert_layout', 'expert_layouts',
-           'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions']
+           'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions', 'QuantScheme', 'quant_scheme',
+           'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes', 'ue8m0_view']
 
-# %% ../nbs/02_layouts.ipynb #a2b54015
+# %% ../nbs/02_layouts.ipynb #5516daa7
 import copy, fnmatch, math, re
 from dataclasses import dataclass, field, replace
 
-# %% ../nbs/02_layouts.ipynb #2e61b255
+# %% ../nbs/02_layouts.ipynb #9a729505
 DTYPE_BITS = {'BOOL': 8, 'U8': 8, 'I8': 8, 'F8_E4M3': 8, 'F8_E5M2': 8, 'F8_E4M3FNUZ': 8, 'F8_E5M2FNUZ': 8, 'F8_E8M0': 8,
               'I16': 16, 'U16': 16, 'F16': 16, 'BF16': 16, 'I32': 32, 'U32': 32, 'F32': 32, 'I64': 64, 'U64': 64,
               'F64': 64, 'C64': 64, 'F4': 4, 'F6_E2M3': 6, 'F6_E3M2': 6}
@@ -39,7 +40,7 @@ def tensor_nbytes(shape, dtype) -> int:
     "Bytes a tensor of `shape` and `dtype` (any spelling `normalize_dtype` accepts) occupies in a safetensors file."
     return math.ceil(math.prod(shape) * DTYPE_BITS[normalize_dtype(dtype)] / 8)
 
-# %% ../nbs/02_layouts.ipynb #3e402e00
+# %% ../nbs/02_layouts.ipynb #99490e37
 @dataclass(frozen=True)
 class Family:
     "One MTP family: how to recognise its config, find its draft in a checkpoint, and name the draft's modules in vLLM 0.32."
@@ -91,7 +92,7 @@ FAMILIES = (
            'model.mtp.layers.{i}', 'model.mtp.layers.{i}', True, 'eh_proj', False, 'qkv', 'never', '', '', 'lm_head'),
 )
 
-# %% ../nbs/02_layouts.ipynb #e266ca98
+# %% ../nbs/02_layouts.ipynb #7cf02e49
 def text_config(config: dict) -> dict:
     """The language-model config: a multimodal config's `text_config` merged over the top-level keys it lacks
     (`architectures`, `tie_word_embeddings`, `quantization_config`), else `config` itself. Raises `TypeError` if `config` is not a dict."""
@@ -113,7 +114,7 @@ def detect_family(config: dict) -> Family:
     raise ValueError(f"config.json architectures={archs} model_type={types}: not an MTP family mtp_lit knows "
                      f"({', '.join(f.name for f in FAMILIES)})")
 
-# %% ../nbs/02_layouts.ipynb #c0cfaabb
+# %% ../nbs/02_layouts.ipynb #b8511c40
 def _int_field(cfg, key, what):
     v = cfg.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -177,7 +178,7 @@ def mtp_layer_prefixes(config) -> list[str]:
     lay = draft_layout(config)
     return [lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)]
 
-# %% ../nbs/02_layouts.ipynb #89c8e586
+# %% ../nbs/02_layouts.ipynb #98ab8838
 _DOT_SCALES = ('weight_scale_inv', 'weight_scale_2', 'weight_scale', 'input_scale', 'weight_global_scale', 'input_global_scale',
                'k_scale', 'v_scale', 'q_scale', 'kv_scale', 'scales', 'scale')
 _FUSED_BASES = ('gate_up_proj', 'down_proj', 'w13_weight', 'w2_weight')
@@ -210,7 +211,7 @@ def scale_target(name: str) -> tuple[str, str] | None:
         return f'{stem}.{base}', kind
     return None
 
-# %% ../nbs/02_layouts.ipynb #76bdfdda
+# %% ../nbs/02_layouts.ipynb #f4e73004
 _PARAM_SUFFIXES = ('weight', 'bias', 'e_score_correction_bias', 'qweight', 'qzeros', 'g_idx')
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ def is_draft_tensor(name: str, config) -> bool:
     "Whether checkpoint tensor `name` belongs to the draft (one of the k MTP layers, or `mtp.*` of the Qwen families)."
     return _locate(name, draft_layout(config)) is not None
 
-# %% ../nbs/02_layouts.ipynb #7bafbf40
+# %% ../nbs/02_layouts.ipynb #8deb3b1c
 def _role(rel):
     mod = rel.rpartition('.')[0] if rel.rpartition('.')[2] in _PARAM_SUFFIXES else rel
     last = mod.rpartition('.')[2]
@@ -304,7 +305,7 @@ def classify_tensor(name: str, shape, dtype, config) -> TensorInfo:
     vmod = vrel if vrel == 'lm_head' else qbase + vrel
     return TensorInfo(name, shape, dtype, True, idx, role, st is not None, st[1] if st else None, st[0] if st else None, eid, module, vmod)
 
-# %% ../nbs/02_layouts.ipynb #34d4b9ff
+# %% ../nbs/02_layouts.ipynb #05eb037d
 def expert_layout(names) -> str | None:
     "`'split'`, `'fused'`, `'mixed'` or None for the routed-expert tensors among `names` (one MTP layer's names; shared experts ignored)."
     split = fused = False
@@ -321,7 +322,7 @@ def expert_layouts(names, config) -> dict[int, str | None]:
         if loc and loc[0] is not None: by[loc[0]].append(n)
     return {i: expert_layout(ns) for i, ns in by.items()}
 
-# %% ../nbs/02_layouts.ipynb #3fe26544
+# %% ../nbs/02_layouts.ipynb #2ce9386a
 def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', expert_ids=None, _strict=True) -> list[dict]:
     """`[{'name', 'shape', 'dtype'}]` of the draft tensors a checkpoint of `config` stores, derived from the config and the family's
     layout (vLLM 0.32 `*_mtp.py`). `experts`: 'split' or 'fused' routed experts; `expert_ids`: which experts to list (default all).
@@ -384,7 +385,7 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
         t('mtp.fc.weight', H, 2 * H); t('mtp.pre_fc_norm_embedding.weight', H); t('mtp.pre_fc_norm_hidden.weight', H); t('mtp.norm.weight', H)
     return out
 
-# %% ../nbs/02_layouts.ipynb #5b3307b4
+# %% ../nbs/02_layouts.ipynb #db963ddd
 @dataclass(frozen=True)
 class DraftModule:
     "A module vLLM builds for the draft (see `draft_modules`)."
@@ -415,7 +416,7 @@ def draft_modules(config) -> list[DraftModule]:
         out.append(DraftModule(v, tuple(dict.fromkeys(shards)), kind, role, idx, tuple(dict.fromkeys(fused[v][2])) if kind == 'experts' else ()))
     return out
 
-# %% ../nbs/02_layouts.ipynb #d201d3b4
+# %% ../nbs/02_layouts.ipynb #a610679b
 EXCLUSION_KEYS = {'exclude_modules': ('glob', 'modelopt'), 'ignore': ('glob', 'modelopt'),
                   'ignored_layers': ('exact', 'exact'), 'modules_to_not_convert': ('substring', 'exact')}
 
@@ -530,3 +531,219 @@ def remap_exclusions(quant_config: dict | None, config) -> dict | None:
             elif k in ('quantization', 'quantization_config') and isinstance(v, dict): walk(v)
     walk(out)
     return out
+
+# %% ../nbs/02_layouts.ipynb #c7fde246
+@dataclass(frozen=True)
+class QuantScheme:
+    "A quant config, normalised (see `quant_scheme`)."
+    method: str                       # modelopt | fp8 | compressed-tensors | gptq | awq | ...
+    algo: str                         # NVFP4, FP8, MIXED_PRECISION, W4A16_NVFP4, INT4, ...
+    block_size: tuple | None = None   # (rows, cols) of block scales
+    group_size: int | None = None
+    activation: str | None = None     # 'dynamic' | 'static' activation scales
+    scale_fmt: str | None = None      # 'ue8m0': power-of-two block scales
+    kv_cache: str | None = None
+
+    def describe(self, algo=None) -> str:
+        "Human text of the scheme (or of `algo` under it): 'NVFP4 (group 16)', 'FP8 block 128x128', ..."
+        a = algo or self.algo
+        if a == 'FP8' and self.block_size: return f'FP8 block {self.block_size[0]}x{self.block_size[1]}' + (' (UE8M0 scales)' if self.scale_fmt == 'ue8m0' else '')
+        if a == 'FP8': return 'FP8 per-tensor' + (f' ({self.activation} activations)' if self.activation else '')
+        return a + (f' (group {self.group_size})' if self.group_size and 'NVFP4' in a or self.group_size and self.method in ('gptq', 'awq') else '')
+
+def quant_scheme(quant_config: dict | None) -> QuantScheme | None:
+    """Normalise an `hf_quant_config.json` dict or a config.json `quantization_config` into a `QuantScheme` (None for None/{}).
+    Raises `ValueError` naming `quant_method` when the method cannot be told."""
+    if not quant_config: return None
+    if isinstance(quant_config.get('quantization'), dict):              # ModelOpt hf_quant_config.json
+        q = quant_config['quantization']; algo = str(q.get('quant_algo') or '').upper()
+        return QuantScheme('modelopt', algo, group_size=q.get('group_size'), activation='static' if algo in ('FP8', 'NVFP4') else None,
+                           kv_cache=q.get('kv_cache_quant_algo'))
+    m = str(quant_config.get('quant_method') or '').lower()
+    if not m: raise ValueError(f"quant config has no quant_method (keys: {sorted(quant_config)})")
+    kv = quant_config.get('kv_cache_scheme'); kv = 'FP8' if isinstance(kv, dict) and kv.get('num_bits') == 8 else kv
+    if m.startswith('modelopt'):
+        algo = str(quant_config.get('quant_algo') or '').upper()
+        gs = quant_config.get('group_size') or next((g.get('weights', {}).get('group_size') for g in (quant_config.get('config_groups') or {}).values()
+                                                    if g.get('weights', {}).get('group_size')), None)
+        return QuantScheme('modelopt', algo, group_size=gs, activation='static' if algo in ('FP8', 'NVFP4') else None, kv_cache=kv)
+    if m == 'fp8':
+        b = quant_config.get('weight_block_size')
+        return QuantScheme('fp8', 'FP8', tuple(b) if b else None, activation=quant_config.get('activation_scheme'),
+                           scale_fmt=quant_config.get('scale_fmt'), kv_cache=kv)
+    if m == 'compressed-tensors':
+        g = next(iter((quant_config.get('config_groups') or {}).values()), {})
+        w, a = g.get('weights') or {}, g.get('input_activations') or {}
+        bits, typ = w.get('num_bits'), w.get('type')
+        algo = ('FP8' if typ == 'float' and bits == 8 else 'NVFP4' if typ == 'float' and bits == 4 else f"W{bits}A{a.get('num_bits') or 16}")
+        bs = w.get('block_structure')
+        return QuantScheme(m, algo, tuple(bs) if bs else None, w.get('group_size'), None if not a else 'dynamic' if a.get('dynamic') else 'static', kv_cache=kv)
+    if 'gptq' in m or 'awq' in m or m == 'auto-round':
+        return QuantScheme('gptq' if 'gptq' in m else 'awq' if 'awq' in m else m, f"INT{quant_config.get('bits', '?')}", group_size=quant_config.get('group_size'))
+    return QuantScheme(m, m.upper(), kv_cache=kv)
+
+def _sections(qc):
+    return [d for d in (qc, qc.get('quantization'), qc.get('quantization_config')) if isinstance(d, dict)] if isinstance(qc, dict) else []
+
+def exclusion_match(prefix: str, quant_config: dict | None) -> tuple[str, str] | None:
+    """`(key, pattern)` of the exclusion that keeps vLLM module `prefix` unquantized under `quant_config`, with vLLM's matching
+    (ModelOpt exact/substring/wildcard, `ignored_layers` exact, GPTQ `dynamic`: the first matching key, excluded when `-:`), else None."""
+    for d in _sections(quant_config):
+        for k, (_, vm) in EXCLUSION_KEYS.items():
+            for p in d.get(k) or []:
+                if _match(p, prefix, vm): return k, p
+        for k in (d.get('dynamic') or {}):
+            if _match(k[2:] if k[:2] in ('-:', '+:') else k, prefix, 'regex'):
+                if k.startswith('-:'): return 'dynamic', k
+                break
+    return None
+
+def module_quant(module: DraftModule, quant_config: dict | None, config) -> tuple[str | None, str]:
+    """`(algo, reason)`: what `module` (from `draft_modules`) becomes under `quant_config` (pass it through `remap_exclusions`
+    first): the algorithm (`'NVFP4'`, `'FP8'`, ...) or None when it stays unquantized, and why."""
+    lay = draft_layout(config)
+    if module.kind == 'plain':
+        return None, 'never quantized: vLLM builds it ' + ('as nn.Linear' if module.role == 'fc' else 'without a quant config (router)')
+    qs = quant_scheme(quant_config)
+    if qs is None: return None, 'checkpoint not quantized'
+    hit = exclusion_match(module.vllm, quant_config)
+    if hit: return None, f'excluded by {hit[0]} {hit[1]!r}'
+    algo = qs.algo
+    if algo == 'MIXED_PRECISION':
+        ql = next((d['quantized_layers'] for d in _sections(quant_config) if isinstance(d.get('quantized_layers'), dict)), {})
+        v = ql.get(module.vllm) or next((ql[s] for s in module.shards if s in ql), None) or next(
+            (val for k, val in ql.items() if k.startswith(module.vllm + '.')), None)
+        if not v: return None, 'not listed in quantized_layers (MIXED_PRECISION)'
+        algo = str(v.get('quant_algo', '')).upper()
+        return algo, algo + (f" (group {v['group_size']})" if v.get('group_size') else '')
+    if qs.method == 'compressed-tensors':
+        targets = [t for g in (next(d for d in _sections(quant_config)).get('config_groups') or {}).values() for t in g.get('targets') or []]
+        if 'Linear' not in targets and not any(_match(t, x, 'exact') for t in targets for x in (module.vllm, *module.shards)):
+            return None, 'not a compressed-tensors target'
+    why = qs.describe(algo)
+    if module.role == 'fc' and lay.family.name.startswith('qwen') and qs.method == 'modelopt' and algo == 'NVFP4':
+        why += '; vLLM 0.32 builds mtp.fc unquantized under ModelOpt NVFP4 anyway (qwen3_5_mtp.py workaround)'
+    return algo, why
+
+# %% ../nbs/02_layouts.ipynb #a08b5564
+@dataclass(frozen=True)
+class Gap:
+    "A mismatch between what a checkpoint stores and what its quant config makes the engine build (see `find_gaps`)."
+    kind: str
+    tensor: str               # checkpoint tensor (or module / prefix) concerned
+    detail: str
+    fix: str
+    module: str | None = None     # vLLM quant prefix of the draft module
+    exclude: str | None = None    # module `apply_gap_fixes` adds to the draft's exclusions
+
+_PER_TENSOR = {'input_scale', 'weight_scale_2'}
+
+def _required_scales(qs, algo):
+    if qs.method == 'fp8': return ({'weight_scale_inv'} if qs.block_size else {'weight_scale'}) | ({'input_scale'} if qs.activation == 'static' else set())
+    if qs.method == 'modelopt':
+        return {'FP8': {'weight_scale', 'input_scale'}, 'NVFP4': {'weight_scale', 'weight_scale_2', 'input_scale'},
+                'W4A16_NVFP4': {'weight_scale', 'weight_scale_2'}}.get(algo, {'weight_scale'})
+    if qs.method == 'compressed-tensors': return {'weight_scale'} | ({'input_scale'} if qs.activation == 'static' else set())
+    if qs.method in ('gptq', 'awq'): return {'scales'}
+    return set()
+
+def _is_weight(t):
+    last = t.name.rpartition('.')[2]
+    return not t.is_scale and (last in ('weight', 'qweight') or (t.role == 'routed_expert_fused' and last != 'bias'))
+
+def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
+    """Gaps between the draft tensors stored in a checkpoint and what `quant_config` (remapped here with `remap_exclusions`) makes
+    vLLM build, for `config` (config.json dict or `DraftLayout`). `tensors`: {name: (shape, dtype)} of the checkpoint (all of it or
+    just the draft; non-draft names are ignored); an empty dict checks the config alone. Returns `Gap`s in checkpoint order."""
+    lay = draft_layout(config); fam = lay.family
+    q = remap_exclusions(quant_config, lay); qs = quant_scheme(q)
+    infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if _locate(n, lay) is not None]
+    gaps = []
+    if fam.vllm_zeroes_n and fam.ckpt_layer == 'model.layers.{n}':
+        gaps.append(Gap('engine_layout', lay.ckpt_prefix(0), f"vLLM 0.32 zeroes num_hidden_layers in the {fam.draft_class} draft config, "
+                        f"so it builds the MTP layer as {lay.quant_prefix(0)} and loads checkpoint weights from model.layers.0 (a target layer) "
+                        f"instead of {lay.ckpt_prefix(0)}", f"serve through mtp_lit's draft class, which loads {lay.ckpt_prefix(0)}.*"))
+    if tensors:
+        for i in range(lay.num_mtp_layers):
+            if not any(t.mtp_index == i for t in infos):
+                gaps.append(Gap('missing_draft', lay.ckpt_prefix(i), f'config announces {lay.num_mtp_layers} MTP layer(s); no tensor under {lay.ckpt_prefix(i)}.',
+                                'serve without MTP (or with fewer speculative tokens' + (')' if i else '): the checkpoint has no draft')))
+        if fam.ckpt_globals and infos and not any(t.module == fam.fc for t in infos):
+            gaps.append(Gap('missing_draft', fam.fc + '.weight', f'{fam.fc}.weight is absent', 'serve without MTP: the draft has no input projection'))
+    by_w = {t.name: t for t in infos if not t.is_scale}
+    scales = {}
+    for t in infos:
+        if t.is_scale:
+            scales.setdefault(t.scale_of, []).append(t)
+            if t.scale_kind not in ('k_scale', 'v_scale', 'q_scale', 'kv_scale') and t.scale_of not in by_w:
+                gaps.append(Gap('orphan_scale', t.name, f'scale of {t.scale_of}, which the checkpoint lacks', 'refuse to load: the weight is missing', t.vllm_module))
+    mods = {m.vllm: m for m in draft_modules(lay)}
+    groups = {}
+    for t in infos:
+        if _is_weight(t) and t.role not in ('norm', 'embed', 'other'): groups.setdefault(t.vllm_module, []).append(t)
+    for v, ws in groups.items():
+        m = mods.get(v) or DraftModule(v, tuple(dict.fromkeys(t.module for t in ws)), 'linear', ws[0].role, ws[0].mtp_index)
+        quant = [t for t in ws if t.dtype in QUANT_DTYPES]; flt = [t for t in ws if t.dtype in FLOAT_DTYPES]
+        if m.kind == 'head': continue
+        if m.kind == 'plain':
+            for t in quant:
+                gaps.append(Gap('quantized_plain_linear', t.name, f'stored {t.dtype}, but vLLM builds {v} without a quant config (no scale parameter)',
+                                'dequantize to BF16 before loading (W = s·Q)', v))
+            continue
+        algo, why = module_quant(m, q, lay)
+        if quant and flt:
+            gaps.append(Gap('inconsistent_shards', v, f"shards stored as {sorted({t.dtype for t in ws})} ({', '.join(t.name for t in quant[:1] + flt[:1])})",
+                            'refuse to load: one fused module cannot mix quantized and unquantized shards', v))
+        elif flt and algo:
+            gaps.append(Gap('bf16_not_excluded', flt[0].name, f'stored {flt[0].dtype} but the quant config would build {v} as {why}',
+                            f"exclude {v} from the draft's quant config (apply_gap_fixes) and load it as stored", v, v))
+        elif quant and algo is None and qs is not None and why.startswith('excluded'):
+            gaps.append(Gap('quantized_but_excluded', quant[0].name, f'stored {quant[0].dtype} but {v} is {why}: it would be built unquantized',
+                            'refuse to load: drop the exclusion or dequantize the draft offline', v))
+        for t in quant:
+            have = {s.scale_kind for s in scales.get(t.name, [])}
+            if not have:
+                gaps.append(Gap('missing_scale', t.name, f'{t.dtype} weight without any scale companion', 'refuse to load: the scale is lost', v)); continue
+            if not algo: continue
+            need = _required_scales(qs, algo) - have - ({'weight_scale', 'weight_scale_inv'} if 'scale' in have else set())
+            per_tensor = _PER_TENSOR | ({'weight_scale'} if algo == 'FP8' and not qs.block_size else set())
+            for kind in sorted(need):
+                nm = (t.name[:-len('weight')] + kind) if t.name.endswith('.weight') else f'{t.name}_{kind}'
+                gaps.append(Gap('sentinel_scale' if kind in per_tensor else 'missing_scale', nm,
+                                f'{why} needs {kind} for {t.name}' + ('; vLLM leaves it at FP8_SCALE_SENTINEL (-3.4e38)' if kind in per_tensor else ''),
+                                'refuse to load: mtp_lit raises rather than serve with an unloaded scale', v))
+            if qs.block_size and 'weight_scale_inv' in have and len(t.shape) >= 2:
+                s = next(x for x in scales[t.name] if x.scale_kind == 'weight_scale_inv')
+                want = (*t.shape[:-2], -(-t.shape[-2] // qs.block_size[0]), -(-t.shape[-1] // qs.block_size[1]))
+                if tuple(s.shape) != want:
+                    gaps.append(Gap('scale_shape', s.name, f'shape {list(s.shape)}, expected {list(want)} for {list(t.shape)} in {qs.block_size[0]}x{qs.block_size[1]} blocks',
+                                    'refuse to load: the block scales do not tile the weight', v))
+    return gaps
+
+def apply_gap_fixes(quant_config: dict | None, gaps) -> dict | None:
+    """A copy of `quant_config` with every gap's `exclude` module added to its exclusion lists (each list present; else
+    `quantization.exclude_modules` for hf_quant_config.json, `ignored_layers` for FP8, `ignore` otherwise; GPTQ `dynamic` gets a
+    leading `-:` key so it wins). Give the result to the draft only: it is not meant for the target."""
+    out = copy.deepcopy(quant_config)
+    ex = list(dict.fromkeys(g.exclude for g in gaps if g.exclude))
+    if out is None or not ex: return out
+    secs = _sections(out)
+    lists = [(d, k) for d in secs for k in EXCLUSION_KEYS if isinstance(d.get(k), list)]
+    dyn = [d for d in secs if isinstance(d.get('dynamic'), dict)]
+    for d in dyn: d['dynamic'] = {**{'-:' + re.escape(e) + '$': {} for e in ex}, **d['dynamic']}
+    if not lists and not dyn:
+        d = out['quantization'] if isinstance(out.get('quantization'), dict) else out
+        k = 'exclude_modules' if d is not out else 'ignored_layers' if quant_scheme(out).method == 'fp8' else 'ignore'
+        d[k] = []; lists = [(d, k)]
+    for d, k in lists: d[k] = d[k] + [e for e in ex if e not in d[k]]
+    return out
+
+# %% ../nbs/02_layouts.ipynb #bae3a03c
+def ue8m0_view(t):
+    """Reinterpret a `uint8` tensor of UE8M0 scale bytes as `torch.float8_e8m0fnu` (value 2**(b-127), b=255 NaN), same shape,
+    no copy; a `float8_e8m0fnu` tensor is returned as is. Raises `ValueError` for any other dtype (a float tensor holds values,
+    not exponent bytes). Convention: OCP MX spec E8M0, vLLM `scale_fmt: ue8m0`."""
+    import torch
+    if t.dtype == torch.float8_e8m0fnu: return t
+    if t.dtype != torch.uint8: raise ValueError(f"UE8M0 scales: expected uint8 exponent bytes, got {t.dtype}")
+    return t.view(torch.float8_e8m0fnu)

@@ -414,7 +414,11 @@ class Page:
             return ''.join(self.output(o, f'{key}-w{n}', nested=1) for n, o in enumerate(s.get('outputs', [])))
         if name in ('StackModel', 'TabModel', 'AccordionModel'):
             idx = s.get('selected_index', 0 if name != 'AccordionModel' else None)
-            return sub(kids[idx]) if idx is not None and 0 <= idx < len(kids) else ''
+            titles = s.get('titles') or []
+            head = ''.join(f'<span class="widget-static-tab{" selected" if i == idx else ""}">{html.escape(str(t))}</span>'
+                           for i, t in enumerate(titles)) if name != 'StackModel' else ''
+            head = f'<div class="widget-static-tabs">{head}</div>' if head else ''
+            return head + (sub(kids[idx]) if idx is not None and 0 <= idx < len(kids) else '')
         if kids: return f'<div class="widget-static-box">{"".join(sub(k) for k in kids)}</div>'
         if name == 'ImageModel':
             raw = None

@@ -12,7 +12,7 @@ state of every widget its outputs show (and of the models those reference: layou
 
 `add_widget_state(nb)` is the reusable part: call it on an executed notebook in the same process, before writing it.
 """
-import importlib.util, sys
+import importlib.util, json, sys
 from pathlib import Path
 
 WIDGET_STATE = 'application/vnd.jupyter.widget-state+json'
@@ -52,6 +52,13 @@ def add_widget_state(nb, manager_state: dict | None = None) -> dict:
         m = todo.pop()
         if m in keep or m not in allst: continue
         keep[m] = allst[m]; todo += sorted(_refs(allst[m].get('state', {}), set()))
+    # Links (`jslink`/`jsdlink`) are referenced by no view, and are not saved: their state has a `source` key, which
+    # execnb's nb2dict (used by nbdev's docs processing, so by nbdev_docs and tools/site/build.py alike) takes for
+    # cell source and crashes on. Views that switch without a kernel: Tab/Accordion, which need no link.
+    links = [m for m, v in allst.items() if v.get('model_name') in ('LinkModel', 'DirectionalLinkModel')
+             and _refs(v.get('state', {}), set()) & set(keep)]
+    if links: print(f'widget_state: {len(links)} jslink/jsdlink model(s) not saved (nbdev cannot process them); '
+                    'switch views with Tab/Accordion instead', file=sys.stderr)
     state = {'state': keep, 'version_major': manager_state.get('version_major', 2), 'version_minor': manager_state.get('version_minor', 0)}
     if keep: md['widgets'] = {WIDGET_STATE: state}
     else: md.pop('widgets', None)
@@ -68,7 +75,12 @@ if __name__ == '__main__':
     ap.add_argument('--skip-flags', default='', help='as tools/run_nb.py: cells with these flags keep their old outputs')
     a = ap.parse_args(); skip = [f for f in a.skip_flags.split(',') if f]
     run_nb = _run_nb_module(); write = run_nb.write_nb
+    from execnb.nbio import nb2dict
     def write_with_state(nb, path):
+        # the state goes into a plain dict, which execnb's writer dumps as is (its nb2dict would walk into the state)
+        old = nb.metadata.pop('widgets', None)
+        nb = nb2dict(nb)
+        if old: nb['metadata']['widgets'] = json.loads(json.dumps(old))
         st = add_widget_state(nb); print(f'{Path(path).name}: saved the state of {len(st["state"])} widget models'); write(nb, path)
     run_nb.write_nb = write_with_state
     ok = all([run_nb.run(p, skip) for p in a.nbs]); sys.exit(0 if ok else 1)

@@ -1,11 +1,12 @@
 """The docs site, checked in a real browser: every page of the offline render (tools/site/build.py) opened
 in headless Chromium (Debian's `chromium`, driven by Playwright's Python package; never `playwright install`).
 
-Fails on: a page that nbs/sidebar.yml names but does not exist, a notebook nbdev could not process, a broken
-internal link (a page or `#anchor` that is not there), math left untypeset (raw `$...$`, `\\(`, a `.katex-error`,
-or fewer typeset formulas than the source has), a Python traceback or error output on a page, a JavaScript
-error, a request to anything but the local server (no CDN), a widget whose state was not saved or that does not
-render, and a public function of `mtp_lit._modidx` with no signature + docstring on its page.
+Fails on: a page that nbs/sidebar.yml names but does not exist (or a notebook it does not name), a notebook
+nbdev could not process, a broken internal link (a page or `#anchor` that is not there), math left untypeset
+(raw `$...$`, `\\(`, a `.katex-error`, or fewer typeset formulas than the source has), a Python traceback or
+error output on a page, a JavaScript error, a request to anything but the local server (no CDN), a widget whose
+state was not saved or that does not render, and a public function of `mtp_lit._modidx` with no signature +
+docstring on its page.
 Screenshots of every page go to `_site/_screenshots/` (`<page>.png`: first screen, `<page>.full.png`: whole page).
 
     .venv/bin/python -m pytest tests/test_site.py            # builds the site first (~1 min)
@@ -119,6 +120,7 @@ def manifest_page(manifest, html_name):
 def test_sidebar_pages_exist(site):
     m = site['manifest']
     assert not m['missing'], f"nbs/sidebar.yml names pages that do not exist: {m['missing']}"
+    assert not m['not_in_sidebar'], f"notebooks missing from nbs/sidebar.yml (no reader finds them): {m['not_in_sidebar']}"
     for p in m['pages']:
         if p['in_sidebar']: assert p['html'] in site['visits'] and site['visits'][p['html']]['status'] == 200, p['html']
     # every page shows the sidebar with every sidebar page in it
@@ -129,7 +131,10 @@ def test_sidebar_pages_exist(site):
 
 def test_notebooks_processed(site):
     errs = site['manifest']['proc_errors']
-    assert not errs, 'nbdev could not process: ' + '\n\n'.join(f'{k}:\n{v[-800:]}' for k, v in errs.items())
+    hint = ('\n\nnbdev runs exported cells, show_doc cells and every cell containing an import while it processes '
+            'notebooks for the docs (nbdev_docs too); a cell that imports and also uses names from cells it does not '
+            'run fails. Move such imports into a cell of their own.')
+    assert not errs, 'nbdev could not process: ' + '\n\n'.join(f'{k}:\n{v[-800:]}' for k, v in errs.items()) + hint
 
 def test_only_local_requests(site):
     assert not site['foreign'], f"requests to non-local URLs (CDN?): {site['foreign'][:10]}"

@@ -62,6 +62,23 @@ def _proc_one(src: Path, dst: Path) -> str | None:
     r = subprocess.run([sys.executable, '-c', code, str(src), str(dst)], capture_output=True, text=True, cwd=ROOT)
     return None if r.returncode == 0 else (r.stderr.strip() or r.stdout.strip() or f'exit status {r.returncode}')
 
+def mixed_import_cells(nb_path: Path) -> list[str]:
+    """Code cells that nbdev's docs processing executes although they are not exported: an import together with
+    other statements (nbdev's "Found cells containing imports and other code"). They fail there when they use names
+    from cells it does not run, and run any slow work they contain at every docs build."""
+    import ast
+    nb, res = json.loads(nb_path.read_text()), []
+    for i, c in enumerate(nb.get('cells', [])):
+        if c.get('cell_type') != 'code': continue
+        opts, code = cell_options(_src(c.get('source', '')))
+        if {'export', 'exports', 'exporti', 'exec_doc'} & set(opts) or _false(opts.get('eval', True)): continue
+        try: tree = ast.parse('\n'.join(l for l in code.split('\n') if not l.lstrip().startswith(('%', '!'))))
+        except SyntaxError: continue
+        nodes = list(ast.walk(tree))
+        if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes) and any(isinstance(n, (ast.Expr, ast.Assign)) for n in nodes):
+            res.append(f'cell {i}: {code.strip().splitlines()[0][:80]}')
+    return res
+
 def run_nbdev_proc(force=False) -> dict[str, str]:
     """Run nbdev's `nbdev_proc_nbs` into `_proc/` (Quarto not required); return {notebook: error} for
     notebooks nbdev could not process (those are retried one by one so one broken notebook spares the rest)."""
@@ -73,7 +90,7 @@ def run_nbdev_proc(force=False) -> dict[str, str]:
     q._ensure_quarto = lambda: None
     try:
         q.nbdev_proc_nbs.__wrapped__()
-        return {}
+        return _save_errors(cache, {})
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt): raise
         log(f'nbdev_proc_nbs failed ({type(e).__name__}); processing notebooks one at a time')
@@ -86,7 +103,15 @@ def run_nbdev_proc(force=False) -> dict[str, str]:
         dst.parent.mkdir(parents=True, exist_ok=True)
         err = _proc_one(src, dst)
         if err: errors[str(rel)] = err; log(f'nbdev could not process {rel}:\n{err[-1500:]}')
-    return errors
+    return _save_errors(cache, errors)
+
+def _save_errors(cache: Path, errors: dict) -> dict:
+    "Remember which notebooks nbdev could not process, for `--skip-proc` runs (their _proc/ copies may be stale)."
+    (cache/'_mtp_lit_proc_errors.json').write_text(json.dumps(errors, indent=1)); return errors
+
+def load_errors() -> dict:
+    p = ROOT/'_proc'/'_mtp_lit_proc_errors.json'
+    return json.loads(p.read_text()) if p.exists() else {}
 
 # ---------------------------------------------------------------------------------------------------------
 # 2. markdown
@@ -499,6 +524,10 @@ class Site:
             if rel not in named: self.not_in_sidebar.append(rel)
         for _, e in self.order: self._load(e)
         for e in self.not_in_sidebar: self._load(e)
+        for e, page in self.pages.items():
+            mixed = mixed_import_cells(self.nbs/e)
+            if mixed: page.warnings.append(f'cells {", ".join(m.split(":")[0][5:] for m in mixed)} mix imports with other code '
+                                           '(nbdev runs them while building the docs)')
 
     def _load(self, e):
         if not e.endswith('.ipynb'): return
@@ -625,7 +654,7 @@ class Site:
         # other files of nbs/ that nbdev copied into _proc (images, styles.css)
         for f in self.proc.rglob('*'):
             rel = f.relative_to(self.proc)
-            if f.is_file() and f.suffix not in ('.ipynb', '.yml', '.yaml', '.py') and not any(p.startswith('.') for p in rel.parts):
+            if f.is_file() and f.suffix not in ('.ipynb', '.yml', '.yaml', '.py') and not any(p.startswith('.') for p in rel.parts) and f.name != '_mtp_lit_proc_errors.json':
                 (self.out/rel).parent.mkdir(parents=True, exist_ok=True); shutil.copy(f, self.out/rel)
         if not (self.out/'styles.css').exists(): (self.out/'styles.css').write_text('')
         manifest = {'pages': [], 'missing': self.missing, 'not_in_sidebar': self.not_in_sidebar,
@@ -657,7 +686,7 @@ def main(argv=None) -> int:
     ap.add_argument('--skip-proc', action='store_true', help='render the existing _proc/ without running nbdev processing')
     a = ap.parse_args(argv)
     os.chdir(ROOT)
-    errs = {} if a.skip_proc else run_nbdev_proc(force=a.force)
+    errs = load_errors() if a.skip_proc else run_nbdev_proc(force=a.force)
     site = Site(ROOT/a.out, widgets=not a.no_widgets); site.proc_errors = dict(errs)
     site.collect()
     m = site.build()

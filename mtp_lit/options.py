@@ -6,12 +6,12 @@
 __all__ = ['ENV_VARS', 'FP8_SCHEMES', 'MTP_QUANT_ALGOS', 'MtpLitOptions', 'parse_options', 'MtpQuant', 'parse_mtp_quant',
            'DraftQuantPlan', 'draft_quant_plan', 'resolve_model_dir', 'read_config', 'checkpoint_options']
 
-# %% ../nbs/01_options.ipynb #16c68f59
+# %% ../nbs/01_options.ipynb #f5bcc6ae
 import json, os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-# %% ../nbs/01_options.ipynb #6f6eea1b
+# %% ../nbs/01_options.ipynb #bf143184
 ENV_VARS = {'fp8': 'MTP_FP8', 'fp8_scheme': 'MTP_FP8_SCHEME', 'fp8_head': 'MTP_FP8_HEAD', 'draft_window': 'MTP_DRAFT_WINDOW',
             'draft_window_sinks': 'MTP_DRAFT_WINDOW_SINKS', 'draft_vocab': 'MTP_DRAFT_VOCAB'}
 FP8_SCHEMES = ('per-tensor', 'per-channel', 'block')
@@ -40,7 +40,7 @@ class MtpLitOptions:
         if not self.draft_vocab: on.append("truncated draft head off")
         return ', '.join(on) or 'nothing (vLLM unchanged)'
 
-# %% ../nbs/01_options.ipynb #8601fce3
+# %% ../nbs/01_options.ipynb #7f790194
 _TRUE, _FALSE = ('1', 'true', 'yes', 'on'), ('0', 'false', 'no', 'off')
 
 def _parse(name, value, origin):
@@ -63,7 +63,7 @@ def _parse(name, value, origin):
         raise ValueError(f"{origin}={value!r}: expected one of {', '.join(FP8_SCHEMES)}")
     return s
 
-# %% ../nbs/01_options.ipynb #960c7642
+# %% ../nbs/01_options.ipynb #a04e8a72
 def parse_options(section: dict | None = None, env=None) -> MtpLitOptions:
     """Options from a checkpoint's `mtp_lit` section (`config.json`) overridden by environment variables.
 
@@ -85,10 +85,10 @@ def parse_options(section: dict | None = None, env=None) -> MtpLitOptions:
                          f"({ENV_VARS['draft_window']} > 0)")
     return MtpLitOptions(**vals, sources=sources)
 
-# %% ../nbs/01_options.ipynb #b0fe8d80
+# %% ../nbs/01_options.ipynb #c3cd381f
 _RECORD_KEYS = {'converted_from', 'draft_vocab_size', 'draft_vocab_coverage', 'draft_vocab_file', 'draft_vocab_corpus', 'version'}
 
-# %% ../nbs/01_options.ipynb #24ba3841
+# %% ../nbs/01_options.ipynb #4dd7e69e
 MTP_QUANT_ALGOS = ('FP8', 'NONE', 'BF16', 'FP16')
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def parse_mtp_quant(config: dict) -> MtpQuant:
         raise ValueError("config.json mtp_quant_scale_fmt='ue8m0' needs mtp_quant_block_size (UE8M0 scales are block scales)")
     return MtpQuant(algo, block, fmt)
 
-# %% ../nbs/01_options.ipynb #a909ea78
+# %% ../nbs/01_options.ipynb #bfb8e2c7
 @dataclass(frozen=True)
 class DraftQuantPlan:
     "What the draft's linears become: `mode` in ('inherit', 'unquantized', 'fp8-online', 'fp8-serialized'), FP8 `scheme`, `block_size`, `scale_fmt`."
@@ -146,14 +146,16 @@ def draft_quant_plan(opts: MtpLitOptions, mq: MtpQuant) -> DraftQuantPlan:
         if 'fp8' in opts.sources and not opts.fp8:
             raise ValueError(f"{opts.sources['fp8']}: fp8 is off, but config.json mtp_quant_algo='FP8' (the draft is stored in FP8); "
                              "serve the BF16 checkpoint instead")
-        scheme = 'block' if mq.block_size else None   # per-tensor vs per-channel is told by the scale's shape at load
+        # block scales are announced by mtp_quant_block_size; per-tensor vs per-channel by the mtp_lit section's fp8_scheme
+        # (written by `mtp-lit quantize`), default per-tensor
+        scheme = 'block' if mq.block_size else ('per-channel' if opts.fp8_scheme == 'per-channel' else 'per-tensor')
         return DraftQuantPlan('fp8-serialized', scheme, mq.block_size, mq.scale_fmt)
     if opts.fp8:
         block = (128, 128) if opts.fp8_scheme == 'block' else None
         return DraftQuantPlan('fp8-online', opts.fp8_scheme, block)
     return DraftQuantPlan('unquantized' if mq.algo in ('BF16', 'FP16') else 'inherit')
 
-# %% ../nbs/01_options.ipynb #07b03d04
+# %% ../nbs/01_options.ipynb #a93061b3
 def resolve_model_dir(model: str | os.PathLike) -> Path:
     """The local directory of `model`: the path itself, or the cached snapshot of a hub id (looked up with
     `huggingface_hub.try_to_load_from_cache`, no download). Raises `FileNotFoundError` naming `model`."""

@@ -6,14 +6,14 @@
 __all__ = ['logger', 'DRAFTS', 'DraftRow', 'register', 'DraftBuild', 'draft_patch', 'check_window', 'build_draft_head',
            'make_draft_class']
 
-# %% ../nbs/06_plugin.ipynb #d5be1e67
+# %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os
 from dataclasses import dataclass, field
 from .options import parse_options, checkpoint_options, draft_quant_plan, DraftQuantPlan, MtpLitOptions
 
 logger = logging.getLogger('mtp_lit')
 
-# %% ../nbs/06_plugin.ipynb #6f935670
+# %% ../nbs/06_plugin.ipynb #22d5136a
 @dataclass(frozen=True)
 class DraftRow:
     "How mtp_lit extends one vLLM MTP draft class."
@@ -33,7 +33,7 @@ DRAFTS = {  # vLLM registry key -> row; the key is what vLLM's speculative confi
     'MiMoMTPModel':        DraftRow(_M + 'mimo_mtp', 'MiMoMTP'),
 }
 
-# %% ../nbs/06_plugin.ipynb #4dc92aa2
+# %% ../nbs/06_plugin.ipynb #2de06f90
 _registered = False
 
 def register() -> None:
@@ -53,7 +53,7 @@ def _vllm_logger():
         return init_logger('vllm.mtp_lit')   # a child of vLLM's logger: its handlers and format
     except ImportError: return logger
 
-# %% ../nbs/06_plugin.ipynb #afaf951d
+# %% ../nbs/06_plugin.ipynb #82fc9a5b
 _classes = {}
 
 def __getattr__(name):
@@ -62,7 +62,7 @@ def __getattr__(name):
         return _classes[name]
     raise AttributeError(f"module 'mtp_lit.plugin' has no attribute {name!r}")
 
-# %% ../nbs/06_plugin.ipynb #afcb8a56
+# %% ../nbs/06_plugin.ipynb #b5ba332e
 @dataclass
 class DraftBuild:
     "The state mtp_lit attaches to one draft instance (as `draft._mtp_lit`)."
@@ -75,6 +75,7 @@ class DraftBuild:
     draft_vocab: object = None       # (ids int64 [K], rows) when the checkpoint has a truncated draft head and it is on
     draft_head: object = None
     windowed: list = field(default_factory=list)
+    vocab_names: tuple = ()          # (ids tensor, rows tensor) names of the checkpoint's draft vocabulary
 
     @property
     def active(self) -> bool:
@@ -99,19 +100,23 @@ class DraftBuild:
         b.draft_vocab = _load_draft_vocab(b)
         return b
 
-# %% ../nbs/06_plugin.ipynb #607a07c8
+# %% ../nbs/06_plugin.ipynb #a6f09e90
 def _none():
     from mtp_lit.options import MtpQuant
     return MtpQuant()
 
 def _load_draft_vocab(b: 'DraftBuild'):
-    "The checkpoint's truncated draft head `(ids, rows)` when it has one and `MTP_DRAFT_VOCAB` is not 0, else None."
-    if not b.opts.draft_vocab or not b.model_dir: return None
-    try: from mtp_lit.draft_vocab import load_draft_vocab
-    except ImportError: return None
-    return load_draft_vocab(b.model_dir, b.config)
+    """The checkpoint's truncated draft head (`mtp_lit.draft_vocab.DraftVocab`: ids + rows tensor name, validated) when it
+    has one, K < V, and `MTP_DRAFT_VOCAB` is not 0; else None. Records the draft vocabulary's tensor names in
+    `b.vocab_names` so that loading skips them even when the head is off."""
+    if not b.model_dir or not b.config: return None
+    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names
+    sec = b.config.get('mtp_lit') or {}
+    if 'draft_vocab_size' not in sec: return None
+    b.vocab_names = draft_vocab_tensor_names(b.config)
+    return load_draft_vocab(b.model_dir, b.config) if b.opts.draft_vocab else None
 
-# %% ../nbs/06_plugin.ipynb #06b6d359
+# %% ../nbs/06_plugin.ipynb #10ee961e
 from contextlib import contextmanager
 
 @contextmanager
@@ -147,7 +152,7 @@ def check_window(b: DraftBuild, draft) -> None:
     if not layers or bad:
         raise RuntimeError(f"draft window {b.opts.draft_window}: not applied to draft attention layers {bad or '(none found)'}")
 
-# %% ../nbs/06_plugin.ipynb #aac15894
+# %% ../nbs/06_plugin.ipynb #0cf8d641
 _HEAD_NORM_FAMILIES = ('DeepSeekMTPModel', 'Glm4MoeMTPModel', 'Glm4MoeLiteMTPModel')
 
 def build_draft_head(b: DraftBuild, draft, config) -> None:
@@ -169,7 +174,7 @@ def build_draft_head(b: DraftBuild, draft, config) -> None:
     b.draft_head, b.logits = draft.draft_lm_head, LogitsProcessor(len(ids))
     b.identity = len(ids) == config.vocab_size and bool((ids == torch.arange(len(ids))).all())
 
-# %% ../nbs/06_plugin.ipynb #adf292a9
+# %% ../nbs/06_plugin.ipynb #02bdd584
 def _compute_logits(self, hidden_states, *args, **kwargs):
     b = self._mtp_lit
     if b.draft_head is None: return type(self).__mro__[1].compute_logits(self, hidden_states, *args, **kwargs)
@@ -184,16 +189,27 @@ def _get_top_tokens(self, hidden_states, *args, **kwargs):
     top = b.logits.get_top_tokens(b.draft_head, hidden_states)
     return top if b.identity else self.draft_vocab_ids[top]
 
-# %% ../nbs/06_plugin.ipynb #63fb3683
+# %% ../nbs/06_plugin.ipynb #9a20ee12
 _SHARED_FROM_TARGET = ('embed_tokens', 'lm_head', 'shared_head.head')
 
 def _load_weights(self, weights):
     b = self._mtp_lit
     base = type(self).__mro__[1]
-    loaded = set(base.load_weights(self, weights))
+    rows = {}
+    def stream():
+        "The checkpoint's tensors minus the draft vocabulary's (ids were read at build time; the head rows go to our head)."
+        names = b.vocab_names or ()
+        for name, w in weights:
+            if name in names:
+                if name == names[1] and b.draft_head is not None: rows['rows'] = w
+                continue
+            yield name, w
+    loaded = set(base.load_weights(self, stream()))
     if b.draft_head is not None:
-        rows = b.draft_vocab[1]
-        b.draft_head.weight_loader(b.draft_head.weight, rows.to(b.draft_head.weight.dtype))
+        if 'rows' not in rows:
+            raise ValueError(f"{b.model_dir}: the draft head rows {b.vocab_names[1]!r} were not among the checkpoint's tensors "
+                             "(is draft_vocab.safetensors listed in model.safetensors.index.json?)")
+        b.draft_head.weight_loader(b.draft_head.weight, rows['rows'].to(b.draft_head.weight.dtype))
         loaded.add('draft_lm_head.weight')
     if b.active:
         missing = [n for n, _ in self.named_parameters() if n not in loaded and not any(s in n for s in _SHARED_FROM_TARGET)]
@@ -203,7 +219,7 @@ def _load_weights(self, weights):
                              f"the checkpoint {b.model_dir}: {missing[:6]}{' ...' if len(missing) > 6 else ''}")
     return loaded
 
-# %% ../nbs/06_plugin.ipynb #451e8614
+# %% ../nbs/06_plugin.ipynb #2777671f
 def make_draft_class(key: str) -> type:
     "The mtp_lit subclass of vLLM's draft class for registry `key` (a row of `DRAFTS`); imports that vLLM module."
     row = DRAFTS[key]

@@ -7,7 +7,7 @@ __all__ = ['DTYPE_BYTES', 'QUANT_ROLES', 'KEEP_UNQUANTIZED', 'INDEX', 'read_safe
            'write_safetensors', 'mtp_linear_kind', 'fp8_target', 'mtp_root', 'fp8_scale_name', 'tiny_mtp_checkpoint',
            'fix_exclusions', 'checkpoint_tensors', 'quantize', 'fuse_experts', 'quantize_cli', 'fuse_experts_cli']
 
-# %% ../nbs/08_convert.ipynb #3f0432cd
+# %% ../nbs/08_convert.ipynb #0292d75f
 import errno, fnmatch, json, math, os, re, shutil, signal, struct, sys, argparse
 from copy import deepcopy
 from dataclasses import dataclass, field
@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 import torch
 from .fp8 import quantize_fp8, fp8_scale_shape, SCHEMES, SCALE_FMTS
 
-# %% ../nbs/08_convert.ipynb #b6562c2d
+# %% ../nbs/08_convert.ipynb #7517c855
 DTYPE_BYTES = {'BOOL': 1, 'U8': 1, 'I8': 1, 'F8_E5M2': 1, 'F8_E4M3': 1, 'F8_E8M0': 1, 'F8_E4M3FNUZ': 1, 'F8_E5M2FNUZ': 1,
                'I16': 2, 'U16': 2, 'F16': 2, 'BF16': 2, 'I32': 4, 'U32': 4, 'F32': 4, 'F64': 8, 'I64': 8, 'U64': 8}
 _TORCH_DTYPES = {torch.float8_e4m3fn: 'F8_E4M3', torch.float32: 'F32', torch.bfloat16: 'BF16', torch.float16: 'F16',
@@ -45,7 +45,7 @@ def read_safetensors_header(path) -> tuple[dict, dict, int]:
         if not 0 <= b <= e or 8 + n + e > size: raise ValueError(f"{path}: tensor {name!r} data_offsets {[b, e]} outside the file")
     return hdr, meta, 8 + n
 
-# %% ../nbs/08_convert.ipynb #136f30c4
+# %% ../nbs/08_convert.ipynb #aec9410a
 @dataclass
 class TensorOut:
     "One tensor of an output shard: safetensors `dtype` string, `shape`, byte size `nbytes`, and `chunks()` yielding its bytes."
@@ -101,7 +101,7 @@ def write_safetensors(path, entries: list, metadata: dict | None = None, on_tens
         f.flush(); os.fsync(f.fileno())
     return 8 + len(h) + off
 
-# %% ../nbs/08_convert.ipynb #86ee44e1
+# %% ../nbs/08_convert.ipynb #5a46978c
 from .layouts import classify_tensor, draft_layout
 QUANT_ROLES = ('fc', 'attn', 'mlp', 'shared_expert', 'routed_expert_split', 'routed_expert_fused')
 KEEP_UNQUANTIZED = ('kv_b_proj',)
@@ -139,7 +139,7 @@ def fp8_scale_name(name: str, scheme: str) -> str:
     "vLLM's name of the scale of FP8 weight `name`: `X.weight` → `X.weight_scale` (`_scale_inv` for block), `P.experts.down_proj` → `P.experts.down_proj_scale`."
     return name + ('_scale_inv' if scheme == 'block' else '_scale')
 
-# %% ../nbs/08_convert.ipynb #375fe4dd
+# %% ../nbs/08_convert.ipynb #9229c1c6
 def tiny_mtp_checkpoint(path, family: str = 'qwen3_5', hidden: int = 64, n_experts: int = 4, experts: str = 'split',
                         shards: int = 1, fp8_block: bool = False, seed: int = 0, dtype=torch.bfloat16) -> Path:
     """Write a tiny checkpoint with real tensor names to directory `path` (created) and return it: `config.json`,
@@ -226,7 +226,7 @@ def tiny_mtp_checkpoint(path, family: str = 'qwen3_5', hidden: int = 64, n_exper
     (path / 'model.safetensors.index.json').write_text(json.dumps({'metadata': {'total_size': total}, 'weight_map': dict(sorted(wm.items()))}, indent=2) + '\n')
     return path
 
-# %% ../nbs/08_convert.ipynb #66275b64
+# %% ../nbs/08_convert.ipynb #e1e3d465
 _EXCL_KEYS = ('ignored_layers', 'modules_to_not_convert', 'ignore', 'exclude_modules')
 
 def _excluded(module: str, patterns: list, style: str) -> bool:
@@ -275,7 +275,7 @@ def fix_exclusions(qc: dict, modules: list, prefixes: list, scheme: str, block, 
                      f"are not read by the target's {method or 'unknown'} method ({', '.join(add[:3])}{', ...' if len(add) > 3 else ''})")
     return qc, notes
 
-# %% ../nbs/08_convert.ipynb #4865e6e7
+# %% ../nbs/08_convert.ipynb #32fb4638
 def _free_bytes(path) -> int:
     "Free bytes on the filesystem of `path` (a hook the tests replace)."
     return shutil.disk_usage(path).free
@@ -369,7 +369,7 @@ def _materialize(src: Path, dst: Path, plan: _Plan, overwrite: bool, progress: b
         if bar is not None: bar.close()
     return dst
 
-# %% ../nbs/08_convert.ipynb #158a9082
+# %% ../nbs/08_convert.ipynb #24939c35
 INDEX = 'model.safetensors.index.json'
 
 def checkpoint_tensors(src) -> tuple[dict, dict]:
@@ -417,7 +417,7 @@ def _new_index(src: Path, tensors_out: dict) -> str:
     meta = dict(idx.get('metadata') or {}); meta['total_size'] = sum(nb for _, nb in tensors_out.values())
     return _dump({**idx, 'metadata': meta, 'weight_map': {n: fn for n, (fn, _) in sorted(tensors_out.items())}})
 
-# %% ../nbs/08_convert.ipynb #8b7760d7
+# %% ../nbs/08_convert.ipynb #b8a43cea
 _QUANTIZABLE = ('BF16', 'F16', 'F32')
 
 class _Readers(dict):
@@ -536,7 +536,7 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     try: return _materialize(src, dst, plan, overwrite, progress, link, desc=f'mtp-lit quantize {scheme}')
     finally: readers.clear()
 
-# %% ../nbs/08_convert.ipynb #3ecf603a
+# %% ../nbs/08_convert.ipynb #c4c53741
 _SPLIT = re.compile(r'^(?P<p>.+\.experts)\.(?P<i>\d+)\.(?P<w>gate_proj|up_proj|down_proj)\.weight$')
 _FUSED = re.compile(r'^(?P<p>.+\.experts)\.(?P<w>gate_up_proj|down_proj)$')
 
@@ -629,7 +629,7 @@ def fuse_experts(src, dst, to: str = 'fused', overwrite: bool = False, progress:
     _plan_rest(src, plan, shards, rewritten, set())
     return _materialize(src, dst, plan, overwrite, progress, link, desc=f'mtp-lit fuse-experts --to {to}')
 
-# %% ../nbs/08_convert.ipynb #0f5051ec
+# %% ../nbs/08_convert.ipynb #9f82236b
 class _Terminated(Exception): pass
 
 def _run_cli(fn, argv_desc: str) -> int:

@@ -9,11 +9,11 @@ __all__ = ['DTYPE_BITS', 'FLOAT_DTYPES', 'QUANT_DTYPES', 'FAMILIES', 'EXCLUSION_
            'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions', 'QuantScheme', 'quant_scheme',
            'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes', 'ue8m0_view']
 
-# %% ../nbs/02_layouts.ipynb #2aaf7759
+# %% ../nbs/02_layouts.ipynb #ccc923a8
 import copy, fnmatch, math, re
 from dataclasses import dataclass, field, replace
 
-# %% ../nbs/02_layouts.ipynb #10bc0096
+# %% ../nbs/02_layouts.ipynb #a3e58618
 DTYPE_BITS = {'BOOL': 8, 'U8': 8, 'I8': 8, 'F8_E4M3': 8, 'F8_E5M2': 8, 'F8_E4M3FNUZ': 8, 'F8_E5M2FNUZ': 8, 'F8_E8M0': 8,
               'I16': 16, 'U16': 16, 'F16': 16, 'BF16': 16, 'I32': 32, 'U32': 32, 'F32': 32, 'I64': 64, 'U64': 64,
               'F64': 64, 'C64': 64, 'F4': 4, 'F6_E2M3': 6, 'F6_E3M2': 6}
@@ -40,7 +40,7 @@ def tensor_nbytes(shape, dtype) -> int:
     "Bytes a tensor of `shape` and `dtype` (any spelling `normalize_dtype` accepts) occupies in a safetensors file."
     return math.ceil(math.prod(shape) * DTYPE_BITS[normalize_dtype(dtype)] / 8)
 
-# %% ../nbs/02_layouts.ipynb #6409657e
+# %% ../nbs/02_layouts.ipynb #315fddb5
 @dataclass(frozen=True)
 class Family:
     "One MTP family: how to recognise its config, find its draft in a checkpoint, and name the draft's modules in vLLM 0.32."
@@ -56,7 +56,7 @@ class Family:
     ckpt_globals: tuple    # checkpoint modules of the draft outside its layers
     param_layer: str       # vLLM parameter path of layer i's decoder block
     quant_layer: str       # prefix vLLM passes to the quant config for layer i's modules
-    vllm_zeroes_n: bool    # hf_config_override sets num_hidden_layers=0 in the draft config
+    draft_config_zeroes_n: bool  # hf_config_override sets num_hidden_layers=0 in vLLM's draft ModelConfig (not in the prefixes)
     fc: str                # the draft's input projection concat(embed, hidden) -> hidden (global name or layer-relative)
     fc_quantizable: bool   # False where vLLM builds it as nn.Linear / a ReplicatedLinear without quant_config
     attn: str              # 'qkv' (q/k/v_proj packed into qkv_proj) | 'mla' (DeepSeek MLA: q_a_proj + kv_a_proj_with_mqa -> fused_qkv_a_proj)
@@ -67,7 +67,7 @@ class Family:
 
 _Q35 = dict(vllm_file='qwen3_5_mtp.py', count_keys=('mtp_num_hidden_layers',), count_default=1, ckpt_layer='mtp.layers.{i}',
             ckpt_globals=('mtp.fc', 'mtp.norm', 'mtp.pre_fc_norm_embedding', 'mtp.pre_fc_norm_hidden'), param_layer='model.layers.{i}',
-            quant_layer='mtp.layers.{i}', vllm_zeroes_n=False, fc='mtp.fc', fc_quantizable=True, attn='qkv', head='', head_quant='lm_head')
+            quant_layer='mtp.layers.{i}', draft_config_zeroes_n=False, fc='mtp.fc', fc_quantizable=True, attn='qkv', head='', head_quant='lm_head')
 _DS = dict(count_keys=('num_nextn_predict_layers',), count_default=None, ckpt_layer='model.layers.{n}', ckpt_globals=(),
            fc='eh_proj', fc_quantizable=False, moe='first_k_dense', shared_expert='shared_experts', head='shared_head.head', head_quant='head')
 FAMILIES = (
@@ -78,21 +78,21 @@ FAMILIES = (
     Family('qwen3_next', ('qwen3_next', 'qwen3_next_mtp'), ('Qwen3NextForCausalLM', 'Qwen3NextMTP'), 'Qwen3NextMTP', 'Qwen3NextMTP',
            **{**_Q35, 'vllm_file': 'qwen3_next_mtp.py', 'count_keys': ('num_nextn_predict_layers',)}, moe='always', shared_expert='shared_expert'),
     Family('deepseek_v3', ('deepseek_v3', 'deepseek_mtp'), ('DeepseekV3ForCausalLM', 'DeepSeekMTPModel'), 'DeepSeekMTP', 'DeepSeekMTPModel',
-           'deepseek_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}', vllm_zeroes_n=False, attn='mla', **_DS),
+           'deepseek_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='mla', **_DS),
     Family('glm4_moe', ('glm4_moe', 'glm4_moe_mtp'), ('Glm4MoeForCausalLM', 'Glm4MoeMTPModel'), 'Glm4MoeMTP', 'Glm4MoeMTPModel',
-           'glm4_moe_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}', vllm_zeroes_n=False, attn='qkv', **_DS),
+           'glm4_moe_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='qkv', **_DS),
     Family('glm4_moe_lite', ('glm4_moe_lite', 'glm4_moe_lite_mtp'), ('Glm4MoeLiteForCausalLM', 'Glm4MoeLiteMTPModel'), 'Glm4MoeLiteMTP',
-           'Glm4MoeLiteMTPModel', 'glm4_moe_lite_mtp.py', param_layer='model.layers.{i}.mtp_block', quant_layer='model.layers.{i}',
-           vllm_zeroes_n=True, attn='mla', **_DS),
+           'Glm4MoeLiteMTPModel', 'glm4_moe_lite_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}',
+           draft_config_zeroes_n=True, attn='mla', **_DS),
     Family('mimo', ('mimo', 'mimo_mtp'), ('MiMoForCausalLM', 'MiMoMTPModel'), 'MiMoMTP', 'MiMoMTPModel', 'mimo_mtp.py',
-           ('num_nextn_predict_layers',), None, 'model.mtp_layers.{i}', (), 'model.mtp_layers.{i}.mtp_block', 'model.layers.{i}', True,
+           ('num_nextn_predict_layers',), None, 'model.mtp_layers.{i}', (), 'model.mtp_layers.{n}.mtp_block', 'model.layers.{n}', True,
            'input_proj', False, 'qkv', 'never', '', '', 'lm_head'),
     Family('mimo_v2', ('mimo_v2', 'mimo_v2_flash', 'mimo_v2_mtp'), ('MiMoV2FlashForCausalLM', 'MiMoV2ForCausalLM', 'MiMoV2MTPModel'),
            'MiMoV2MTP', 'MiMoV2MTPModel', 'mimo_v2_mtp.py', ('num_nextn_predict_layers',), 1, 'model.mtp.layers.{i}', (),
            'model.mtp.layers.{i}', 'model.mtp.layers.{i}', True, 'eh_proj', False, 'qkv', 'never', '', '', 'lm_head'),
 )
 
-# %% ../nbs/02_layouts.ipynb #d8f53566
+# %% ../nbs/02_layouts.ipynb #21a63a3c
 def text_config(config: dict) -> dict:
     """The language-model config: a multimodal config's `text_config` merged over the top-level keys it lacks
     (`architectures`, `tie_word_embeddings`, `quantization_config`), else `config` itself. Raises `TypeError` if `config` is not a dict."""
@@ -114,7 +114,7 @@ def detect_family(config: dict) -> Family:
     raise ValueError(f"config.json architectures={archs} model_type={types}: not an MTP family mtp_lit knows "
                      f"({', '.join(f.name for f in FAMILIES)})")
 
-# %% ../nbs/02_layouts.ipynb #dffb571f
+# %% ../nbs/02_layouts.ipynb #c3a8a7b3
 def _int_field(cfg, key, what):
     v = cfg.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -138,13 +138,11 @@ class DraftLayout:
         "Checkpoint prefix of MTP layer `i` (no trailing dot), e.g. `mtp.layers.0`, `model.layers.61`."
         return self.family.ckpt_layer.format(i=i, n=self.num_hidden_layers + i)
     def quant_prefix(self, i: int) -> str:
-        "Prefix vLLM passes to the quant config for MTP layer `i`'s modules, e.g. `mtp.layers.0`, `model.layers.0` (MiMo)."
-        n = (0 if self.family.vllm_zeroes_n else self.num_hidden_layers) + i
-        return self.family.quant_layer.format(i=i, n=n)
+        "Prefix vLLM passes to the quant config for MTP layer `i`'s modules, e.g. `mtp.layers.0`, `model.layers.36` (MiMo-7B)."
+        return self.family.quant_layer.format(i=i, n=self.num_hidden_layers + i)
     def param_prefix(self, i: int) -> str:
         "vLLM parameter path of MTP layer `i`'s decoder block, e.g. `model.layers.0`, `model.layers.61.mtp_block`."
-        n = (0 if self.family.vllm_zeroes_n else self.num_hidden_layers) + i
-        return self.family.param_layer.format(i=i, n=n)
+        return self.family.param_layer.format(i=i, n=self.num_hidden_layers + i)
     def is_moe(self, i: int) -> bool:
         "Whether the checkpoint's MTP layer `i` has routed experts."
         m = self.family.moe
@@ -160,7 +158,7 @@ def draft_layout(config) -> DraftLayout:
     if isinstance(config, DraftLayout): return config
     fam, tc = detect_family(config), text_config(config)
     n = _int_field(tc, 'num_hidden_layers', 'N, the number of target decoder layers')
-    if fam.vllm_zeroes_n and tc.get('model_type', '').endswith('_mtp'):
+    if fam.draft_config_zeroes_n and tc.get('model_type', '').endswith('_mtp'):
         raise ValueError(f"config.json model_type={tc['model_type']!r}: this is vLLM's rewritten draft config (num_hidden_layers zeroed); "
                          "pass the checkpoint's own config.json")
     key = next((k for k in fam.count_keys if tc.get(k) is not None), None)
@@ -178,7 +176,7 @@ def mtp_layer_prefixes(config) -> list[str]:
     lay = draft_layout(config)
     return [lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)]
 
-# %% ../nbs/02_layouts.ipynb #a9f6d838
+# %% ../nbs/02_layouts.ipynb #6cda7f23
 _DOT_SCALES = ('weight_scale_inv', 'weight_scale_2', 'weight_scale', 'input_scale', 'weight_global_scale', 'input_global_scale',
                'k_scale', 'v_scale', 'q_scale', 'kv_scale', 'scales', 'scale')
 _FUSED_BASES = ('gate_up_proj', 'down_proj', 'w13_weight', 'w2_weight')
@@ -211,7 +209,7 @@ def scale_target(name: str) -> tuple[str, str] | None:
         return f'{stem}.{base}', kind
     return None
 
-# %% ../nbs/02_layouts.ipynb #19fab209
+# %% ../nbs/02_layouts.ipynb #65e9e06a
 _PARAM_SUFFIXES = ('weight', 'bias', 'e_score_correction_bias', 'qweight', 'qzeros', 'g_idx')
 
 @dataclass(frozen=True)
@@ -248,7 +246,7 @@ def is_draft_tensor(name: str, config) -> bool:
     "Whether checkpoint tensor `name` belongs to the draft (one of the k MTP layers, or `mtp.*` of the Qwen families)."
     return _locate(name, draft_layout(config)) is not None
 
-# %% ../nbs/02_layouts.ipynb #748176b2
+# %% ../nbs/02_layouts.ipynb #8f63f542
 def _role(rel):
     mod = rel.rpartition('.')[0] if rel.rpartition('.')[2] in _PARAM_SUFFIXES else rel
     last = mod.rpartition('.')[2]
@@ -305,7 +303,7 @@ def classify_tensor(name: str, shape, dtype, config) -> TensorInfo:
     vmod = vrel if vrel == 'lm_head' else qbase + vrel
     return TensorInfo(name, shape, dtype, True, idx, role, st is not None, st[1] if st else None, st[0] if st else None, eid, module, vmod)
 
-# %% ../nbs/02_layouts.ipynb #975e409f
+# %% ../nbs/02_layouts.ipynb #9571bbf9
 def expert_layout(names) -> str | None:
     "`'split'`, `'fused'`, `'mixed'` or None for the routed-expert tensors among `names` (one MTP layer's names; shared experts ignored)."
     split = fused = False
@@ -322,7 +320,7 @@ def expert_layouts(names, config) -> dict[int, str | None]:
         if loc and loc[0] is not None: by[loc[0]].append(n)
     return {i: expert_layout(ns) for i, ns in by.items()}
 
-# %% ../nbs/02_layouts.ipynb #820a5681
+# %% ../nbs/02_layouts.ipynb #f7fc5764
 def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', expert_ids=None, _strict=True) -> list[dict]:
     """`[{'name', 'shape', 'dtype'}]` of the draft tensors a checkpoint of `config` stores, derived from the config and the family's
     layout (vLLM 0.32 `*_mtp.py`). `experts`: 'split' or 'fused' routed experts; `expert_ids`: which experts to list (default all).
@@ -385,7 +383,7 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
         t('mtp.fc.weight', H, 2 * H); t('mtp.pre_fc_norm_embedding.weight', H); t('mtp.pre_fc_norm_hidden.weight', H); t('mtp.norm.weight', H)
     return out
 
-# %% ../nbs/02_layouts.ipynb #fd406b91
+# %% ../nbs/02_layouts.ipynb #6b87c1dd
 @dataclass(frozen=True)
 class DraftModule:
     "A module vLLM builds for the draft (see `draft_modules`)."
@@ -416,7 +414,7 @@ def draft_modules(config) -> list[DraftModule]:
         out.append(DraftModule(v, tuple(dict.fromkeys(shards)), kind, role, idx, tuple(dict.fromkeys(fused[v][2])) if kind == 'experts' else ()))
     return out
 
-# %% ../nbs/02_layouts.ipynb #4595d8d9
+# %% ../nbs/02_layouts.ipynb #09358f75
 EXCLUSION_KEYS = {'exclude_modules': ('glob', 'modelopt'), 'ignore': ('glob', 'modelopt'),
                   'ignored_layers': ('exact', 'exact'), 'modules_to_not_convert': ('substring', 'exact')}
 
@@ -441,9 +439,6 @@ def _rewrite(p, lay, glob):
         if src != dst:
             s = re.sub(re.escape(re.escape(src)) + r'(?!\d)', lambda m: re.escape(dst), s)
             s = re.sub(re.escape(src) + r'(?!\d)', lambda m: dst, s)
-    cs, qs = f.ckpt_layer.partition('{')[0], f.quant_layer.partition('{')[0]
-    if cs != qs and f.ckpt_layer.endswith('{i}') and f.quant_layer.endswith('{i}'):      # index-preserving stem (MiMo): wildcards too
-        s = s.replace(re.escape(cs), re.escape(qs)).replace(cs, qs)
     m = re.search(r'(?<![\w])experts' + _DOT, s)
     if m: s = s[:m.start() + len('experts')] + ('*' if glob and '*' in s[m.end():] else '')
     if f.attn == 'qkv': s = re.sub(r'(?<![\w])(?:q|k|v)_proj(?![\w])', 'qkv_proj', s)
@@ -532,7 +527,7 @@ def remap_exclusions(quant_config: dict | None, config) -> dict | None:
     walk(out)
     return out
 
-# %% ../nbs/02_layouts.ipynb #b42f5230
+# %% ../nbs/02_layouts.ipynb #521ae9bf
 @dataclass(frozen=True)
 class QuantScheme:
     "A quant config, normalised (see `quant_scheme`)."
@@ -626,7 +621,7 @@ def module_quant(module: DraftModule, quant_config: dict | None, config) -> tupl
         why += '; vLLM 0.32 builds mtp.fc unquantized under ModelOpt NVFP4 anyway (qwen3_5_mtp.py workaround)'
     return algo, why
 
-# %% ../nbs/02_layouts.ipynb #25067eb8
+# %% ../nbs/02_layouts.ipynb #14e126f8
 @dataclass(frozen=True)
 class Gap:
     "A mismatch between what a checkpoint stores and what its quant config makes the engine build (see `find_gaps`)."
@@ -660,10 +655,6 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
     q = remap_exclusions(quant_config, lay); qs = quant_scheme(q)
     infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if _locate(n, lay) is not None]
     gaps = []
-    if fam.vllm_zeroes_n and fam.ckpt_layer == 'model.layers.{n}':
-        gaps.append(Gap('engine_layout', lay.ckpt_prefix(0), f"vLLM 0.32 zeroes num_hidden_layers in the {fam.draft_class} draft config, "
-                        f"so it builds the MTP layer as {lay.quant_prefix(0)} and loads checkpoint weights from model.layers.0 (a target layer) "
-                        f"instead of {lay.ckpt_prefix(0)}", f"serve through mtp_lit's draft class, which loads {lay.ckpt_prefix(0)}.*"))
     if tensors:
         for i in range(lay.num_mtp_layers):
             if not any(t.mtp_index == i for t in infos):
@@ -744,7 +735,7 @@ def apply_gap_fixes(quant_config: dict | None, gaps) -> dict | None:
     for d, k in lists: d[k] = d[k] + [e for e in ex if e not in d[k]]
     return out
 
-# %% ../nbs/02_layouts.ipynb #54d0406d
+# %% ../nbs/02_layouts.ipynb #21a7c5f0
 def ue8m0_view(t):
     """Reinterpret a `uint8` tensor of UE8M0 scale bytes as `torch.float8_e8m0fnu` (value 2**(b-127), b=255 NaN), same shape,
     no copy; a `float8_e8m0fnu` tensor is returned as is. Raises `ValueError` for any other dtype (a float tensor holds values,

@@ -87,6 +87,11 @@ def run_nbdev_proc(force=False) -> dict[str, str]:
     cfg = get_config(); cache = cfg.config_path/'_proc'
     # not nbdev's `force`: it would also regenerate nbs/sidebar.yml (custom_sidebar is ignored under force)
     if force: shutil.rmtree(cache, ignore_errors=True)
+    # nbdev skips a notebook older than the _proc/ folder's mtime, which it touches at the end of a run: an edit made
+    # while a run was going on would never be processed. Drop every processed copy older than its notebook first.
+    for src in cfg.nbs_path.rglob('*.ipynb'):
+        dst = cache/src.relative_to(cfg.nbs_path)
+        if dst.exists() and dst.stat().st_mtime < src.stat().st_mtime: dst.unlink()
     q._ensure_quarto = lambda: None
     try:
         q.nbdev_proc_nbs.__wrapped__()

@@ -518,11 +518,15 @@ class Site:
     def collect(self):
         entries = _sidebar_entries(self.sidebar.get('contents'))
         self.order = []
+        self.labels = {}
         for section, e in entries:
-            if isinstance(e, dict): continue
+            if isinstance(e, dict):  # `{href: x.ipynb, text: label}`
+                if e.get('text'): self.labels[e['href']] = str(e['text'])
+                e = e['href']
+            if urlsplit(e).scheme: continue
             if not (self.nbs/e).exists(): self.missing.append(e); continue
             self.order.append((section, e))
-        named = {e for _, e in entries if isinstance(e, str)}
+        named = {e for _, e in self.order} | set(self.missing)
         for src in sorted(self.nbs.rglob('*.ipynb')):
             rel = src.relative_to(self.nbs).as_posix()
             if any(p.startswith(('.', '_')) for p in Path(rel).parts): continue
@@ -555,7 +559,8 @@ class Site:
                 cur = section
             href = os.path.relpath(pg.out, Path(page.out).parent.as_posix() or '.')
             active = ' class="active" aria-current="page"' if pg is page else ''
-            out.append(f'<li><a href="{href}"{active}>{self.inline_title(pg)}</a></li>')
+            label = html.escape(self.labels[e]) if e in self.labels else self.inline_title(pg)
+            out.append(f'<li><a href="{href}"{active}>{label}</a></li>')
         if open_section: out.append('</ul></li>')
         out.append('</ul>')
         return '\n'.join(out)

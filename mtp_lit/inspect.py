@@ -6,14 +6,14 @@
 __all__ = ['MAX_HEADER_BYTES', 'read_safetensors_header', 'write_header_only', 'checkpoint_tensors', 'read_quant_config',
            'make_skeleton', 'draft_step_bytes', 'inspect_checkpoint', 'format_report', 'inspect_cli']
 
-# %% ../nbs/03_inspect.ipynb #7c653632
+# %% ../nbs/03_inspect.ipynb #f7e8aa10
 import argparse, json, math, struct, sys, time
 from collections import Counter
 from pathlib import Path
 from .layouts import (DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
                              find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
 
-# %% ../nbs/03_inspect.ipynb #30b5da9f
+# %% ../nbs/03_inspect.ipynb #dab9fb1e
 MAX_HEADER_BYTES = 100_000_000   # safetensors' own limit on the JSON header
 
 def _read_header(path):
@@ -58,7 +58,7 @@ def write_header_only(path, tensors: dict, metadata: dict | None = None) -> int:
         f.write(struct.pack('<Q', len(raw))); f.write(raw); f.truncate(8 + len(raw) + off)
     return 8 + len(raw) + off
 
-# %% ../nbs/03_inspect.ipynb #489bdb75
+# %% ../nbs/03_inspect.ipynb #84b5c587
 def checkpoint_tensors(path) -> tuple[dict, dict]:
     """`({name: (shape, dtype)}, stats)` of the checkpoint directory `path` from its safetensors headers only (files from
     `model.safetensors.index.json` when present, else every `*.safetensors`). `stats`: files, tensors, header_bytes (read),
@@ -94,7 +94,7 @@ def _read_json(f):
     try: return json.loads(f.read_text())
     except json.JSONDecodeError as e: raise ValueError(f"{f}: not valid JSON ({e})") from None
 
-# %% ../nbs/03_inspect.ipynb #0aaeca68
+# %% ../nbs/03_inspect.ipynb #afe722bd
 def _target_tensors(config):
     "The target's embedding, final norm and lm_head (unless tied), as the checkpoint names them, BF16."
     tc = text_config(config); H, V = tc['hidden_size'], tc['vocab_size']
@@ -137,7 +137,7 @@ def make_skeleton(fixture_dir, dst, *, base=None, extra: dict | None = None) -> 
     (dst / 'model.safetensors.index.json').write_text(json.dumps({'metadata': {'total_size': total}, 'weight_map': wm}))
     return {**info, 'files': list(shards), 'tensors': len(wm), 'file_bytes': total}
 
-# %% ../nbs/03_inspect.ipynb #c1692b51
+# %% ../nbs/03_inspect.ipynb #a8affe33
 def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
     """Bytes read by one draft step (batch 1, MTP layer 0, top-k routed experts) for a BF16 draft, an FP8 (e4m3) draft with the
     BF16 V-row head, and an FP8 draft with a `draft_vocab`-row FP8 head; with the parameter counts behind them. Raises
@@ -159,7 +159,7 @@ def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
             'linear_params': lin, 'small_bytes': small,
             'bf16': 2 * lin + small + 2 * V * H, 'fp8': lin + small + 2 * V * H, 'fp8_truncated_head': lin + small + K * H}
 
-# %% ../nbs/03_inspect.ipynb #ad5f573a
+# %% ../nbs/03_inspect.ipynb #0449c4a5
 def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
     """Describe the MTP draft of the checkpoint directory `path` from `config.json`, its quant config and the safetensors headers
     (no tensor data read). Returns a JSON-serialisable dict (see `format_report`). Raises `FileNotFoundError` / `ValueError`
@@ -198,7 +198,7 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
         'read': {**stats, 'seconds': round(time.perf_counter() - t0, 4)},
     }
 
-# %% ../nbs/03_inspect.ipynb #186a9a7d
+# %% ../nbs/03_inspect.ipynb #5bb1ebfd
 def _mb(b): return f'{b / 1e6:,.1f} MB' if b < 1e9 else f'{b / 1e9:,.2f} GB'
 
 def format_report(r: dict) -> str:
@@ -231,7 +231,7 @@ def format_report(r: dict) -> str:
     out.append(f"  FP8 draft + {b['draft_vocab']:,}-row FP8 head   {_mb(b['fp8_truncated_head']):>10}")
     return '\n'.join(out)
 
-# %% ../nbs/03_inspect.ipynb #a4f5671f
+# %% ../nbs/03_inspect.ipynb #7af49f7f
 def inspect_cli(argv: list[str] | None = None) -> int:
     "`mtp-lit inspect CKPT [--json] [--draft-vocab K]`: print `inspect_checkpoint(CKPT)` as a report or JSON. Returns 0, or 1 on an error (printed to stderr)."
     ap = argparse.ArgumentParser(prog='mtp-lit inspect', description="A checkpoint's MTP draft from config.json, its quant config and "

@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 pytest.importorskip("vllm")
+pytestmark = pytest.mark.vllm
 from mtp_lit.layouts import draft_layout, draft_modules, exclusion_match, expert_layouts, remap_exclusions
 
 HERE = Path(__file__).parent

@@ -9,11 +9,11 @@ __all__ = ['DTYPE_BITS', 'FLOAT_DTYPES', 'QUANT_DTYPES', 'FAMILIES', 'EXCLUSION_
            'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions', 'QuantScheme', 'quant_scheme',
            'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes', 'ue8m0_view']
 
-# %% ../nbs/02_layouts.ipynb #ccc923a8
+# %% ../nbs/02_layouts.ipynb #7295e234
 import copy, fnmatch, math, re
 from dataclasses import dataclass, field, replace
 
-# %% ../nbs/02_layouts.ipynb #a3e58618
+# %% ../nbs/02_layouts.ipynb #20f9d335
 DTYPE_BITS = {'BOOL': 8, 'U8': 8, 'I8': 8, 'F8_E4M3': 8, 'F8_E5M2': 8, 'F8_E4M3FNUZ': 8, 'F8_E5M2FNUZ': 8, 'F8_E8M0': 8,
               'I16': 16, 'U16': 16, 'F16': 16, 'BF16': 16, 'I32': 32, 'U32': 32, 'F32': 32, 'I64': 64, 'U64': 64,
               'F64': 64, 'C64': 64, 'F4': 4, 'F6_E2M3': 6, 'F6_E3M2': 6}
@@ -40,7 +40,7 @@ def tensor_nbytes(shape, dtype) -> int:
     "Bytes a tensor of `shape` and `dtype` (any spelling `normalize_dtype` accepts) occupies in a safetensors file."
     return math.ceil(math.prod(shape) * DTYPE_BITS[normalize_dtype(dtype)] / 8)
 
-# %% ../nbs/02_layouts.ipynb #315fddb5
+# %% ../nbs/02_layouts.ipynb #f3140bb8
 @dataclass(frozen=True)
 class Family:
     "One MTP family: how to recognise its config, find its draft in a checkpoint, and name the draft's modules in vLLM 0.32."
@@ -92,7 +92,7 @@ FAMILIES = (
            'model.mtp.layers.{i}', 'model.mtp.layers.{i}', True, 'eh_proj', False, 'qkv', 'never', '', '', 'lm_head'),
 )
 
-# %% ../nbs/02_layouts.ipynb #21a63a3c
+# %% ../nbs/02_layouts.ipynb #d8947c02
 def text_config(config: dict) -> dict:
     """The language-model config: a multimodal config's `text_config` merged over the top-level keys it lacks
     (`architectures`, `tie_word_embeddings`, `quantization_config`), else `config` itself. Raises `TypeError` if `config` is not a dict."""
@@ -114,7 +114,7 @@ def detect_family(config: dict) -> Family:
     raise ValueError(f"config.json architectures={archs} model_type={types}: not an MTP family mtp_lit knows "
                      f"({', '.join(f.name for f in FAMILIES)})")
 
-# %% ../nbs/02_layouts.ipynb #c3a8a7b3
+# %% ../nbs/02_layouts.ipynb #d2b15955
 def _int_field(cfg, key, what):
     v = cfg.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -176,7 +176,7 @@ def mtp_layer_prefixes(config) -> list[str]:
     lay = draft_layout(config)
     return [lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)]
 
-# %% ../nbs/02_layouts.ipynb #6cda7f23
+# %% ../nbs/02_layouts.ipynb #f73cec8e
 _DOT_SCALES = ('weight_scale_inv', 'weight_scale_2', 'weight_scale', 'input_scale', 'weight_global_scale', 'input_global_scale',
                'k_scale', 'v_scale', 'q_scale', 'kv_scale', 'scales', 'scale')
 _FUSED_BASES = ('gate_up_proj', 'down_proj', 'w13_weight', 'w2_weight')
@@ -209,7 +209,7 @@ def scale_target(name: str) -> tuple[str, str] | None:
         return f'{stem}.{base}', kind
     return None
 
-# %% ../nbs/02_layouts.ipynb #65e9e06a
+# %% ../nbs/02_layouts.ipynb #ee7ce0e9
 _PARAM_SUFFIXES = ('weight', 'bias', 'e_score_correction_bias', 'qweight', 'qzeros', 'g_idx')
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ def is_draft_tensor(name: str, config) -> bool:
     "Whether checkpoint tensor `name` belongs to the draft (one of the k MTP layers, or `mtp.*` of the Qwen families)."
     return _locate(name, draft_layout(config)) is not None
 
-# %% ../nbs/02_layouts.ipynb #8f63f542
+# %% ../nbs/02_layouts.ipynb #4ac7b13a
 def _role(rel):
     mod = rel.rpartition('.')[0] if rel.rpartition('.')[2] in _PARAM_SUFFIXES else rel
     last = mod.rpartition('.')[2]
@@ -303,7 +303,7 @@ def classify_tensor(name: str, shape, dtype, config) -> TensorInfo:
     vmod = vrel if vrel == 'lm_head' else qbase + vrel
     return TensorInfo(name, shape, dtype, True, idx, role, st is not None, st[1] if st else None, st[0] if st else None, eid, module, vmod)
 
-# %% ../nbs/02_layouts.ipynb #9571bbf9
+# %% ../nbs/02_layouts.ipynb #fc4d96bb
 def expert_layout(names) -> str | None:
     "`'split'`, `'fused'`, `'mixed'` or None for the routed-expert tensors among `names` (one MTP layer's names; shared experts ignored)."
     split = fused = False
@@ -320,7 +320,7 @@ def expert_layouts(names, config) -> dict[int, str | None]:
         if loc and loc[0] is not None: by[loc[0]].append(n)
     return {i: expert_layout(ns) for i, ns in by.items()}
 
-# %% ../nbs/02_layouts.ipynb #f7fc5764
+# %% ../nbs/02_layouts.ipynb #16acb647
 def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', expert_ids=None, _strict=True) -> list[dict]:
     """`[{'name', 'shape', 'dtype'}]` of the draft tensors a checkpoint of `config` stores, derived from the config and the family's
     layout (vLLM 0.32 `*_mtp.py`). `experts`: 'split' or 'fused' routed experts; `expert_ids`: which experts to list (default all).
@@ -383,7 +383,7 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
         t('mtp.fc.weight', H, 2 * H); t('mtp.pre_fc_norm_embedding.weight', H); t('mtp.pre_fc_norm_hidden.weight', H); t('mtp.norm.weight', H)
     return out
 
-# %% ../nbs/02_layouts.ipynb #6b87c1dd
+# %% ../nbs/02_layouts.ipynb #0316bb38
 @dataclass(frozen=True)
 class DraftModule:
     "A module vLLM builds for the draft (see `draft_modules`)."
@@ -414,7 +414,7 @@ def draft_modules(config) -> list[DraftModule]:
         out.append(DraftModule(v, tuple(dict.fromkeys(shards)), kind, role, idx, tuple(dict.fromkeys(fused[v][2])) if kind == 'experts' else ()))
     return out
 
-# %% ../nbs/02_layouts.ipynb #09358f75
+# %% ../nbs/02_layouts.ipynb #6c1f0ea3
 EXCLUSION_KEYS = {'exclude_modules': ('glob', 'modelopt'), 'ignore': ('glob', 'modelopt'),
                   'ignored_layers': ('exact', 'exact'), 'modules_to_not_convert': ('substring', 'exact')}
 
@@ -527,7 +527,7 @@ def remap_exclusions(quant_config: dict | None, config) -> dict | None:
     walk(out)
     return out
 
-# %% ../nbs/02_layouts.ipynb #521ae9bf
+# %% ../nbs/02_layouts.ipynb #acebf89a
 @dataclass(frozen=True)
 class QuantScheme:
     "A quant config, normalised (see `quant_scheme`)."
@@ -621,7 +621,7 @@ def module_quant(module: DraftModule, quant_config: dict | None, config) -> tupl
         why += '; vLLM 0.32 builds mtp.fc unquantized under ModelOpt NVFP4 anyway (qwen3_5_mtp.py workaround)'
     return algo, why
 
-# %% ../nbs/02_layouts.ipynb #14e126f8
+# %% ../nbs/02_layouts.ipynb #7b2eb6e2
 @dataclass(frozen=True)
 class Gap:
     "A mismatch between what a checkpoint stores and what its quant config makes the engine build (see `find_gaps`)."
@@ -735,7 +735,7 @@ def apply_gap_fixes(quant_config: dict | None, gaps) -> dict | None:
     for d, k in lists: d[k] = d[k] + [e for e in ex if e not in d[k]]
     return out
 
-# %% ../nbs/02_layouts.ipynb #21a7c5f0
+# %% ../nbs/02_layouts.ipynb #367eb24b
 def ue8m0_view(t):
     """Reinterpret a `uint8` tensor of UE8M0 scale bytes as `torch.float8_e8m0fnu` (value 2**(b-127), b=255 NaN), same shape,
     no copy; a `float8_e8m0fnu` tensor is returned as is. Raises `ValueError` for any other dtype (a float tensor holds values,

@@ -30,3 +30,7 @@ nbtest:
 
 pytest:
 	$(BIN)/python -m pytest -ra tests
+
+## Docs site without Quarto (nbdev_docs builds the real one): nbdev_proc_nbs output rendered to _site/; open _site/index.html.
+site: env
+	$(BIN)/python tools/site/build.py

@@ -9,7 +9,7 @@ __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts'
            'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
-import json, os, shutil, sys, warnings
+import errno, json, os, shutil, signal, sys, warnings
 from pathlib import Path
 from typing import NamedTuple
 import torch
@@ -207,14 +207,35 @@ def draft_vocab_tensor_names(config: dict) -> tuple:
     if 'mimo' in mt: return 'model.mtp_layers.0.draft_vocab_ids', 'model.mtp_layers.0.draft_lm_head.weight'
     raise ValueError(f"config.json model_type {sorted(m for m in mt if m)}: no MTP draft layout known for a draft vocabulary")
 
+def _st_open(path: Path):
+    """`safe_open(path)` with errors that name the file: `FileNotFoundError` for a missing file (e.g. a shard the index
+    names), `ValueError` for a truncated or corrupt one (safetensors' own message does not name it)."""
+    if not Path(path).is_file(): raise FileNotFoundError(f"{path}: safetensors file not found")
+    try: return safe_open(str(path), 'pt')
+    except Exception as e: raise ValueError(f"{path}: not a readable safetensors file ({e})") from None
+
 def _tensor_files(ckpt: Path) -> dict:
-    "name -> file name of every tensor of a checkpoint: the index's `weight_map` if sharded, else all `*.safetensors` headers."
+    """name -> file name of every tensor of a checkpoint: the index's `weight_map` if sharded, else all `*.safetensors`
+    headers. Raises `ValueError` naming the index or file when it is unreadable, `FileNotFoundError` naming a shard the
+    index lists that is missing."""
     idx = ckpt / _INDEX
-    if idx.exists(): return dict(json.loads(idx.read_text())['weight_map'])
+    if idx.exists():
+        try: wm = json.loads(idx.read_text())['weight_map']
+        except (json.JSONDecodeError, KeyError, TypeError) as e: raise ValueError(f"{idx}: no readable weight_map ({e!r})") from None
+        for f in sorted(set(wm.values())):
+            if not (ckpt / f).is_file(): raise FileNotFoundError(f"{ckpt / f}: shard named in {_INDEX} is missing")
+        return dict(wm)
     out = {}
     for f in sorted(ckpt.glob('*.safetensors')):
-        with safe_open(str(f), 'pt') as h: out.update({k: f.name for k in h.keys()})
+        with _st_open(f) as h: out.update({k: f.name for k in h.keys()})
     return out
+
+def _mtp_prefix(config: dict) -> str:
+    "Checkpoint prefix of the MTP draft's tensors for this family: `mtp.`, `model.layers.{N}.`, `model.mtp_layers.`."
+    ids_name, _ = draft_vocab_tensor_names(config)
+    if ids_name.startswith('mtp.'): return 'mtp.'
+    if ids_name.startswith('model.mtp_layers.'): return 'model.mtp_layers.'
+    return ids_name[:ids_name.index('shared_head.')]
 
 def lm_head_tensor(ckpt, config: dict) -> tuple:
     """`(tensor_name, file_name)` of the rows the draft head is sliced from: `lm_head.weight`, or the input embedding
@@ -236,8 +257,18 @@ def _write_json(path: Path, obj):
     "Write JSON to a temporary sibling, then `os.replace` it over `path` (atomic; never edits a hard-linked file in place)."
     tmp = _tmp_name(path); tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + '\n'); os.replace(tmp, path)
 
+_ST_DTYPES = {torch.int64: 'I64', torch.bfloat16: 'BF16', torch.float16: 'F16', torch.float32: 'F32'}
+
 def _write_tensors(path: Path, tensors: dict, metadata: dict):
-    tmp = _tmp_name(path); save_file(tensors, str(tmp), metadata=metadata); os.replace(tmp, path)
+    """Write `tensors` to `path` (temporary sibling + `os.replace`) with `mtp_lit.convert.write_safetensors`: the bytes of
+    `save_file` but a deterministic header (`save_file` writes `__metadata__` in hash order: two runs would differ)."""
+    from mtp_lit.convert import TensorOut, st_order, write_safetensors
+    ents = []
+    for n, t in tensors.items():
+        if t.dtype not in _ST_DTYPES: raise ValueError(f"{path}: tensor {n!r} has dtype {t.dtype}; expected one of {list(_ST_DTYPES)}")
+        b = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        ents.append(TensorOut(n, _ST_DTYPES[t.dtype], list(t.shape), len(b), lambda b=b: iter([b])))
+    tmp = _tmp_name(path); write_safetensors(tmp, st_order(ents), metadata); os.replace(tmp, path)
 
 def _link_tree(src: Path, dst: Path):
     "Hard-link (or copy, across file systems) every file of `src` into a new directory `dst`."
@@ -247,7 +278,9 @@ def _link_tree(src: Path, dst: Path):
     shutil.copytree(src, dst, copy_function=link)
 
 def _read_rows(ckpt: Path, fname: str, name: str, ids: torch.Tensor) -> torch.Tensor:
-    with safe_open(str(ckpt / fname), 'pt') as f: return f.get_tensor(name).index_select(0, ids).contiguous()
+    with _st_open(ckpt / fname) as f:
+        if name not in f.keys(): raise ValueError(f"{ckpt / fname}: no tensor {name!r} (the index names this file for it)")
+        return f.get_tensor(name).index_select(0, ids).contiguous()
 
 def _install_draft_vocab(dst: Path, config: dict, tensors: dict, record: dict):
     """Write `tensors` (may be empty: K = V) into `dst/draft_vocab.safetensors`, list them in a sharded index, and
@@ -263,6 +296,88 @@ def _install_draft_vocab(dst: Path, config: dict, tensors: dict, record: dict):
     _write_json(dst / 'config.json', {**config, 'mtp_lit': {**(config.get('mtp_lit') or {}), **record}})
     if not tensors and f.exists(): f.unlink()
 
+# %% ../nbs/09_draft_vocab.ipynb #f88658f6
+def _free_bytes(path) -> int:
+    "Free bytes on the file system of `path` (a hook the tests replace)."
+    return shutil.disk_usage(path).free
+
+def _pid_alive(pid: int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    return True
+
+def _clean_stale(dst: Path) -> list:
+    """Remove `.DST.tmp-PID` / `.DST.old-PID` siblings left by dead processes (renaming an `.old-PID` back to `dst` first
+    if `dst` is missing: a fallback swap interrupted between its two renames). Returns what was removed or restored."""
+    done = []
+    for p in sorted(dst.parent.glob(f'.{dst.name}.old-*')) + sorted(dst.parent.glob(f'.{dst.name}.tmp-*')):
+        pid = p.name.rsplit('-', 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)): continue
+        if '.old-' in p.name and not dst.exists(): os.rename(p, dst); done.append(dst); continue
+        shutil.rmtree(p, ignore_errors=True); done.append(p)
+    return done
+
+def _exchange(a: Path, b: Path) -> bool:
+    "Atomically swap directory entries `a` and `b` (Linux `renameat2(..., RENAME_EXCHANGE)`); False where unavailable."
+    if not sys.platform.startswith('linux'): return False
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, 'renameat2', None)
+    if fn is None: return False
+    AT_FDCWD, RENAME_EXCHANGE = -100, 2
+    if fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0: return True
+    e = ctypes.get_errno()
+    if e in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP): return False   # kernel / file system without RENAME_EXCHANGE
+    raise OSError(e, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(e)}")
+
+def _fsync_dir(d: Path):
+    try:
+        fd = os.open(d, os.O_RDONLY)
+        try: os.fsync(fd)
+        finally: os.close(fd)
+    except OSError: pass
+
+def _fsync_tree(d: Path):
+    "fsync every file and directory of `d` (new files first, then the directories holding them)."
+    for p in sorted(d.rglob('*'), key=lambda p: -len(p.parts)) + [d]: _fsync_dir(p)
+
+def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None) -> Path:
+    """Write the draft vocabulary (`tensors`, `record`) into a complete copy of checkpoint `ckpt` and put it in place in
+    one atomic step (see above): at `out` (must not exist), or over `ckpt` itself when `out` is None. Returns the
+    destination. Raises `FileExistsError` for an existing `out` and `OSError(ENOSPC)` (needed vs free bytes) before
+    writing anything."""
+    ckpt = Path(ckpt).resolve()
+    dst = ckpt if out is None else Path(out).absolute()
+    if out is not None and dst.exists(): raise FileExistsError(f"--out {out} already exists")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale(dst)
+    files = [p for p in ckpt.rglob('*') if p.is_file()]
+    needed = 4096 + sum(t.numel() * t.element_size() + 256 for t in tensors.values())
+    needed += sum(p.stat().st_size for p in files if p.name in ('config.json', _INDEX))
+    if os.stat(ckpt).st_dev != os.stat(dst.parent).st_dev: needed += sum(p.stat().st_size for p in files)  # copied, not linked
+    free = _free_bytes(dst.parent)
+    if needed > free:
+        raise OSError(errno.ENOSPC, f"not enough free disk space for {dst}: need {needed} bytes ({needed / 2**20:.1f} MiB), "
+                                    f"{free} bytes ({free / 2**20:.1f} MiB) free on {dst.parent}")
+    tmp = dst.with_name(f'.{dst.name}.tmp-{os.getpid()}')
+    if tmp.exists(): shutil.rmtree(tmp)
+    try:
+        _link_tree(ckpt, tmp)
+        _install_draft_vocab(tmp, config, tensors, record)
+        _fsync_tree(tmp)
+        if out is not None: os.rename(tmp, dst)
+        elif not _exchange(tmp, dst):          # fallback: two renames; _clean_stale restores an orphaned .old-PID
+            old = dst.with_name(f'.{dst.name}.old-{os.getpid()}')
+            os.rename(dst, old)
+            try: os.rename(tmp, dst)
+            except BaseException: os.rename(old, dst); raise
+            os.rename(old, tmp)
+        _fsync_dir(dst.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)   # the unfinished new tree, or (in place) the old one
+    return dst
+
 # %% ../nbs/09_draft_vocab.ipynb #3891fe2e
 def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: str = '**/*', batch_size: int = 64,
                       progress: bool = True) -> Path:
@@ -273,9 +388,12 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     else on `corpus` (in-sample). Writes `draft_vocab.safetensors` with the family's ids (int64 `[K]`) and head rows
     (`[K, hidden_size]`, the LM head's dtype; the tied embedding's when `tie_word_embeddings`), lists them in a sharded
     index, and records `draft_vocab_size`, `draft_vocab_coverage`, `draft_vocab_file`, `draft_vocab_corpus` in config.json's
-    `mtp_lit` section. `K == vocab_size` writes no tensors. Raises `FileNotFoundError` (no config.json/tokenizer.json),
-    `FileExistsError` (`out` exists), `ValueError` (bad K, empty corpus, a draft head already stored elsewhere in the
-    checkpoint, e.g. by the legacy `.pt` format)."""
+    `mtp_lit` section. `K == vocab_size` writes no tensors. Atomic and repeatable (see above): the destination is
+    replaced in one step by a complete tree, the same inputs give the same bytes, no source file is opened for writing.
+    Raises `FileNotFoundError` (no config.json/tokenizer.json, a shard the index names), `FileExistsError` (`out`
+    exists), `OSError(ENOSPC)` (not enough free disk), `ValueError` (bad K, empty corpus, a checkpoint without an MTP
+    layer, an unreadable safetensors file (named), a draft head already stored elsewhere in the checkpoint, e.g. by
+    the legacy `.pt` format)."""
     ckpt = Path(ckpt)
     for f in ('config.json', 'tokenizer.json'):
         if not (ckpt / f).is_file(): raise FileNotFoundError(f"{ckpt / f} not found (build_draft_vocab needs a checkpoint directory)")
@@ -285,7 +403,12 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     V = int(tc['vocab_size'])
     ids_name, rows_name = draft_vocab_tensor_names(config)
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
-    stale = {n: f for n, f in _tensor_files(ckpt).items() if n in (ids_name, rows_name) and f != DRAFT_VOCAB_FILE}
+    names = _tensor_files(ckpt)
+    stale = {n: f for n, f in names.items() if n in (ids_name, rows_name) and f != DRAFT_VOCAB_FILE}
+    pre = _mtp_prefix(config)
+    if not any(n.startswith(pre) and n not in (ids_name, rows_name) for n in names):
+        raise ValueError(f"{ckpt}: no MTP layer (no tensor under {pre!r}); a draft vocabulary serves an MTP draft, and this "
+                         "checkpoint has none")
     if stale: raise ValueError(f"{ckpt}: already holds {stale} outside {DRAFT_VOCAB_FILE} (a legacy draft head?); remove them first")
     tok = ckpt / 'tokenizer.json'
     files = corpus_paths(corpus, pattern)
@@ -304,17 +427,8 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     if K < V:
         head_name, head_file = lm_head_tensor(ckpt, config)
         tensors = {ids_name: ids, rows_name: _read_rows(ckpt, head_file, head_name, ids)}
-    if out is None:
-        _install_draft_vocab(ckpt, config, tensors, record); return ckpt
-    out = Path(out); tmp = out.with_name(f'.{out.name}.tmp-{os.getpid()}')
-    if tmp.exists(): shutil.rmtree(tmp)
-    try:
-        _link_tree(ckpt, tmp)
-        _install_draft_vocab(tmp, config, tensors, record)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True); raise
-    return out
+    _write_variant(ckpt, config, tensors, record, out)
+    return ckpt if out is None else Path(out)
 
 # %% ../nbs/09_draft_vocab.ipynb #3c410ac2
 class DraftVocab(NamedTuple):
@@ -345,7 +459,7 @@ def _convert_legacy(ckpt: Path, config: dict) -> dict:
         tensors = {ids_name: ids, rows_name: _read_rows(ckpt, head_file, head_name, ids)}
     record = dict(draft_vocab_size=int(ids.numel()), draft_vocab_coverage=None, draft_vocab_file=DRAFT_VOCAB_FILE,
                   draft_vocab_corpus=f"converted from {LEGACY_IDS_FILE}")
-    _install_draft_vocab(ckpt, config, tensors, record)
+    _write_variant(ckpt, config, tensors, record)
     warnings.warn(f"{src}: converted to {DRAFT_VOCAB_FILE} (config.json mtp_lit.draft_vocab_*); the .pt is no longer read")
     return json.loads((ckpt / 'config.json').read_text())
 
@@ -358,8 +472,9 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
 
     Returns `DraftVocab(ids, rows_name)`: ids int64 `[K]` sorted; `rows_name` the tensor holding the `[K, hidden_size]`
     head rows (in `draft_vocab.safetensors`, or in the shards for a converted legacy checkpoint). Converts a legacy
-    `mtp_draft_vocab_ids.pt` on first use (see above). Raises `FileNotFoundError` for a missing draft vocab file and
-    `ValueError`, naming the file and tensor, for ids out of range / duplicated / unsorted / not int64, a K mismatch
+    `mtp_draft_vocab_ids.pt` on first use (see above; written like `build_draft_vocab`, atomically). Raises
+    `FileNotFoundError` for a missing draft vocab file or shard and `ValueError`, naming the file and tensor, for a
+    truncated or corrupt file, for ids out of range / duplicated / unsorted / not int64, a K mismatch
     between config.json, the ids and the rows, rows of the wrong width or dtype, or rows that differ from the LM head's
     rows at those ids (`check_rows` rows compared, all if K <= check_rows)."""
     ckpt = Path(ckpt_dir)
@@ -380,7 +495,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     path = ckpt / fname
     if not path.is_file(): raise FileNotFoundError(f"{path}: draft vocab file named by config.json mtp_lit.draft_vocab_file not found")
     ids_name, rows_name = draft_vocab_tensor_names(config)
-    with safe_open(str(path), 'pt') as f:
+    with _st_open(path) as f:
         keys = set(f.keys())
         if ids_name not in keys: raise ValueError(f"{fname}: no tensor {ids_name!r} (has {sorted(keys)})")
         ids = f.get_tensor(ids_name)
@@ -392,7 +507,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     rows_file = fname if rows_name in keys else files.get(rows_name)
     if rows_file is None: raise ValueError(f"{ckpt}: no draft head rows {rows_name!r} for the {K} ids of {fname}")
     head_name, head_file = lm_head_tensor(ckpt, config)
-    with safe_open(str(ckpt / rows_file), 'pt') as fr, safe_open(str(ckpt / head_file), 'pt') as fh:
+    with _st_open(ckpt / rows_file) as fr, _st_open(ckpt / head_file) as fh:
         rows, head = fr.get_slice(rows_name), fh.get_slice(head_name)
         rshape, hshape = tuple(rows.get_shape()), tuple(head.get_shape())
         if rshape[0] != K:
@@ -419,8 +534,11 @@ def parse_draft_vocab_size(s: str, vocab_size: int) -> int:
         return int(t)
     except (ValueError, ZeroDivisionError): raise ValueError(f"--size {s!r}: expected a number of tokens or V, V/2, V/4, ...") from None
 
+class _Terminated(Exception): pass
+
 def draft_vocab_cli(argv: list | None = None) -> int:
-    "`mtp-lit draft-vocab`: build a vocab-truncated draft head into a checkpoint (or a variant with --out). Returns the exit code."
+    """`mtp-lit draft-vocab`: build a vocab-truncated draft head into a checkpoint (or a variant with --out). Returns the
+    exit code: 0, 1 (an error, printed), 130 / 143 (SIGINT / SIGTERM: the temporary tree is removed, nothing written)."""
     import argparse
     ap = argparse.ArgumentParser(prog='mtp-lit draft-vocab', description='Build a vocab-truncated draft head (top-K token ids by '
                                  'corpus frequency, special tokens always kept) into a checkpoint, or a variant with --out.')
@@ -433,6 +551,8 @@ def draft_vocab_cli(argv: list | None = None) -> int:
     ap.add_argument('--batch-size', type=int, default=64, help='files per tokenizer batch')
     ap.add_argument('--no-progress', action='store_true', help='no progress bar')
     a = ap.parse_args(argv)
+    def on_term(signum, frame): raise _Terminated(f"terminated by signal {signum}")
+    old = signal.signal(signal.SIGTERM, on_term) if hasattr(signal, 'SIGTERM') else None
     try:
         cfg = json.loads((Path(a.ckpt) / 'config.json').read_text())
         V = int(_text_config(cfg)['vocab_size'])
@@ -441,8 +561,12 @@ def draft_vocab_cli(argv: list | None = None) -> int:
                                 progress=not a.no_progress)
         load_draft_vocab(dst)
         sec = json.loads((dst / 'config.json').read_text())['mtp_lit']
+    except KeyboardInterrupt: print("mtp-lit draft-vocab: interrupted; nothing written", file=sys.stderr); return 130
+    except _Terminated as e: print(f"mtp-lit draft-vocab: {e}; nothing written", file=sys.stderr); return 143
     except (ValueError, OSError, KeyError) as e:
         print(f"mtp-lit draft-vocab: error: {e}", file=sys.stderr); return 1
+    finally:
+        if old is not None: signal.signal(signal.SIGTERM, old)
     print(f"{dst}: draft vocab K={K} of V={V} ({K / V:.1%} of the head rows), coverage {sec['draft_vocab_coverage']:.4f} "
           f"({sec['draft_vocab_corpus']})")
     return 0

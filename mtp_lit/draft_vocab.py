@@ -464,7 +464,7 @@ def _convert_legacy(ckpt: Path, config: dict) -> dict:
     return json.loads((ckpt / 'config.json').read_text())
 
 def _sample_rows(K: int, n: int) -> list:
-    return list(range(K)) if K <= n else sorted(set(torch.linspace(0, K - 1, n).round().long().tolist()))
+    return list(range(K)) if K <= n else sorted(set(torch.linspace(0, K - 1, n, dtype=torch.float64).round().long().tolist()))
 
 def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 256) -> DraftVocab | None:
     """The checkpoint's draft vocabulary, validated, or None (none stored, or `draft_vocab_size == vocab_size`: use the

@@ -1,0 +1,176 @@
+"""Builders of bad checkpoints for `tests/test_bad_inputs.py`, and a loader that builds an MTP draft exactly as vLLM's
+proposer does (`vllm.model_executor.model_loader.get_model` with the speculative config's draft model config), in one
+process and without starting an engine: the plugin's load-time checks run, in ~1 s per checkpoint after the imports.
+
+`python tests/bad_inputs.py CASES.json OUT.json` loads every case `{name: [model_dir, env]}` in turn and writes
+`{name: {'loaded', 'class', 'error', 'nonfinite', 'log'}}`; `load_drafts` runs that in a subprocess."""
+import json, os, shutil, subprocess, sys, time
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+ENV = {'VLLM_CPU_KVCACHE_SPACE': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_NO_USAGE_STATS': '1',
+       'TOKENIZERS_PARALLELISM': 'false', 'OMP_NUM_THREADS': '1'}
+INDEX = 'model.safetensors.index.json'
+
+
+# ---------------------------------------------------------------------------------------------- checkpoint surgery
+def copy_ckpt(src, dst) -> Path:
+    "A private copy of checkpoint directory `src` at `dst` (real copies, never hard links: tests edit them)."
+    shutil.copytree(src, dst)
+    return Path(dst)
+
+
+def edit_tensors(ckpt, fn, files=None) -> Path:
+    """Apply `fn(state_dict)` (edits in place) to every safetensors file of `ckpt` (or `files`), rewrite them and the
+    index's weight_map (tensors may have been added or removed). Returns `ckpt`."""
+    ckpt = Path(ckpt)
+    for f in (files or sorted(p.name for p in ckpt.glob('*.safetensors'))):
+        sd = load_file(str(ckpt / f)); fn(sd)
+        save_file(sd, str(ckpt / f), metadata={'format': 'pt'})
+    if (ckpt / INDEX).exists():
+        idx = json.loads((ckpt / INDEX).read_text()); wm = {}
+        for f in sorted(set(idx['weight_map'].values())):
+            if (ckpt / f).exists():
+                with safe_open(str(ckpt / f), 'pt') as h: wm.update({k: f for k in h.keys()})
+        idx['weight_map'] = dict(sorted(wm.items()))
+        (ckpt / INDEX).write_text(json.dumps(idx, indent=2))
+    return ckpt
+
+
+def edit_config(ckpt, fn) -> Path:
+    "Apply `fn(config)` (edits in place) to `ckpt/config.json`."
+    p = Path(ckpt) / 'config.json'
+    cfg = json.loads(p.read_text()); fn(cfg); p.write_text(json.dumps(cfg, indent=2))
+    return Path(ckpt)
+
+
+def set_tensor(name, f):
+    "An `edit_tensors` function replacing tensor `name` by `f(old)`."
+    def fn(sd): sd[name] = f(sd[name]).contiguous()
+    return fn
+
+
+def drop_tensor(*names):
+    def fn(sd):
+        for n in names: sd.pop(n)
+    return fn
+
+
+def tiny_ernie_checkpoint(dst, tokenizer_from) -> Path:
+    """A tiny ERNIE-4.5 checkpoint (`Ernie4_5_MoeForCausalLM` with no MoE layers, 2 target layers + 1 MTP layer,
+    vLLM's `ErnieMTP` draft, `model.mtp_*.0.` tensor names of vllm/model_executor/models/ernie_mtp.py): a family vLLM
+    drafts with MTP and mtp_lit does not support. Tokenizer files copied from checkpoint `tokenizer_from`."""
+    dst = Path(dst); dst.mkdir(parents=True)
+    src = Path(tokenizer_from)
+    for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'): shutil.copy(src / f, dst / f)
+    V, H, I, L, nh, kv, hd = json.loads((src / 'config.json').read_text())['vocab_size'], 64, 128, 2, 2, 1, 32
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: (torch.randn(*s, generator=g) * 0.02).to(torch.bfloat16)
+    one = lambda n: torch.ones(n, dtype=torch.bfloat16)
+    sd = {'model.embed_tokens.weight': r(V, H), 'model.norm.weight': one(H), 'lm_head.weight': r(V, H)}
+    def block(p):
+        sd.update({p + 'input_layernorm.weight': one(H), p + 'post_attention_layernorm.weight': one(H),
+                   p + 'self_attn.q_proj.weight': r(nh * hd, H), p + 'self_attn.k_proj.weight': r(kv * hd, H),
+                   p + 'self_attn.v_proj.weight': r(kv * hd, H), p + 'self_attn.o_proj.weight': r(H, nh * hd),
+                   p + 'mlp.gate_proj.weight': r(I, H), p + 'mlp.up_proj.weight': r(I, H), p + 'mlp.down_proj.weight': r(H, I)})
+    for l in range(L): block(f'model.layers.{l}.')
+    block('model.mtp_block.0.')
+    sd.update({'model.mtp_emb_norm.0.weight': one(H), 'model.mtp_hidden_norm.0.weight': one(H),
+               'model.mtp_linear_proj.0.weight': r(H, 2 * H)})
+    save_file(sd, str(dst / 'model.safetensors'), metadata={'format': 'pt'})
+    cfg = dict(architectures=['Ernie4_5_MoeForCausalLM'], model_type='ernie4_5_moe', hidden_size=H, intermediate_size=I,
+               num_hidden_layers=L, num_attention_heads=nh, num_key_value_heads=kv, head_dim=hd, vocab_size=V,
+               max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False, use_bias=False,
+               moe_num_experts=0, moe_num_shared_experts=0, moe_intermediate_size=I, moe_k=1, moe_layer_start_index=L,
+               num_nextn_predict_layers=1, bos_token_id=0, eos_token_id=0, pad_token_id=0, torch_dtype='bfloat16',
+               rope_parameters={'rope_type': 'default', 'rope_theta': 10000.0})
+    (dst / 'config.json').write_text(json.dumps(cfg, indent=2))
+    return dst
+
+
+# ---------------------------------------------------------------------------------------------- vLLM's draft loader
+def load_draft(model, k: int = 3, env: dict | None = None):
+    """Build and load the MTP draft of checkpoint `model` the way vLLM's proposer does (`get_model` with the speculative
+    config's draft model config, plugins loaded, `process_weights_after_loading` run), with `env` set meanwhile.
+    Returns the draft module; raises what vLLM / mtp_lit raise."""
+    from vllm.config import set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.model_loader import get_model
+    from vllm.plugins import load_general_plugins
+    from mtp_lit.draft_linear import init_single_process_vllm
+    old = {v: os.environ.get(v) for v in (env or {})}
+    os.environ.update(env or {})
+    try:
+        load_general_plugins()
+        if not torch.cuda.is_available():   # as vLLM's CPU worker does (torch.accelerator has no CPU allocator)
+            from vllm.v1.worker.cpu_model_runner import _set_torch_accelerator_to_noop
+            _set_torch_accelerator_to_noop()
+        ea = EngineArgs(model=str(model), dtype='bfloat16', max_model_len=256, enforce_eager=True, max_num_seqs=4,
+                        max_num_batched_tokens=256, seed=0, enable_prefix_caching=False,
+                        speculative_config={'method': 'mtp', 'num_speculative_tokens': k})
+        vc = ea.create_engine_config()
+        init_single_process_vllm()
+        with set_current_vllm_config(vc):
+            return get_model(vllm_config=vc, model_config=vc.speculative_config.draft_model_config)
+    finally:
+        for v, x in old.items():
+            if x is None: os.environ.pop(v, None)
+            else: os.environ[v] = x
+
+
+def _nonfinite(m) -> list:
+    "Draft parameters holding NaN/inf (a part never loaded from the checkpoint, left at torch.empty's bytes, or a bad value)."
+    out = []
+    for n, p in m.named_parameters():
+        if p.numel() and (p.is_floating_point()) and not torch.isfinite(p.detach().float()).all(): out.append(n)
+    return out
+
+
+def _main(cases_json, out_json):
+    torch.set_num_threads(1)
+    cases = json.loads(Path(cases_json).read_text())
+    res = {}
+    for name, (model, env, k) in cases.items():
+        print(f'{_MARK}{name}', flush=True); t0 = time.time()
+        try:
+            m = load_draft(model, k, env)
+            r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None, 'nonfinite': _nonfinite(m)}
+        except Exception as e:
+            r = {'loaded': False, 'class': None, 'error': f'{type(e).__name__}: {e}', 'nonfinite': None}
+        sys.stdout.flush(); sys.stderr.flush()
+        r['seconds'] = round(time.time() - t0, 2)
+        res[name] = r
+        Path(out_json).write_text(json.dumps(res, indent=1))
+
+
+_MARK = '@@mtp_lit-load-case '
+
+
+def load_drafts(cases: dict, workdir, timeout: int = 600) -> dict:
+    """Load every case `{name: (model_dir, env, k)}` with `load_draft` in one fresh Python process (vLLM state and plugin
+    registration stay out of pytest's). Returns `{name: {'loaded', 'class', 'error', 'nonfinite', 'log', 'seconds'}}`."""
+    workdir = Path(workdir); workdir.mkdir(parents=True, exist_ok=True)
+    cj, oj, log = workdir / 'cases.json', workdir / 'results.json', workdir / 'load_drafts.log'
+    cj.write_text(json.dumps({n: [str(m), e, k] for n, (m, e, k) in cases.items()}))
+    env = {**os.environ, **ENV}
+    if not torch.cuda.is_available(): env.setdefault('VLLM_CPU_OMP_THREADS_BIND', 'auto')
+    with open(log, 'w') as lf:
+        rc = subprocess.run([sys.executable, __file__, str(cj), str(oj)], stdout=lf, stderr=subprocess.STDOUT, env=env,
+                            timeout=timeout).returncode
+    if not oj.exists(): raise RuntimeError(f"load_drafts: the loader process failed (exit {rc}); log {log}:\n{log.read_text()[-3000:]}")
+    res = json.loads(oj.read_text())
+    case = None
+    for line in log.read_text().splitlines():          # vLLM's log lines (stdout) of each case: those naming mtp_lit
+        if line.startswith(_MARK): case = line[len(_MARK):]; continue
+        if case in res and 'mtp_lit' in line: res[case].setdefault('log', []).append(line)
+    for r in res.values(): r.setdefault('log', [])
+    missing = set(cases) - set(res)
+    if missing: raise RuntimeError(f"load_drafts: the loader process stopped (exit {rc}) before {sorted(missing)}; log {log}")
+    return res
+
+
+if __name__ == '__main__':
+    _main(*sys.argv[1:3])

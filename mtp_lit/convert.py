@@ -38,11 +38,18 @@ def read_safetensors_header(path) -> tuple[dict, dict, int]:
         if n > size - 8 or n > 512 * 2**20: raise ValueError(f"{path}: header length {n} does not fit the file ({size} bytes)")
         try: hdr = json.loads(f.read(n))
         except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ValueError(f"{path}: header is not JSON ({e})") from None
+    if not isinstance(hdr, dict): raise ValueError(f"{path}: header is not a JSON object")
     meta = hdr.pop('__metadata__', None) or {}
+    if not isinstance(meta, dict): raise ValueError(f"{path}: __metadata__ is not a JSON object")
     for name, t in hdr.items():
         if not isinstance(t, dict) or not {'dtype', 'shape', 'data_offsets'} <= set(t):
             raise ValueError(f"{path}: header entry {name!r} lacks dtype/shape/data_offsets")
-        b, e = t['data_offsets']
+        off, shape = t['data_offsets'], t['shape']
+        if not (isinstance(off, list) and len(off) == 2 and all(type(x) is int for x in off)):
+            raise ValueError(f"{path}: tensor {name!r} data_offsets {off!r}: expected [begin, end] byte offsets")
+        if not (isinstance(shape, list) and all(type(x) is int and x >= 0 for x in shape)):
+            raise ValueError(f"{path}: tensor {name!r} shape {shape!r}: expected a list of non-negative ints")
+        b, e = off
         if not 0 <= b <= e or 8 + n + e > size: raise ValueError(f"{path}: tensor {name!r} data_offsets {[b, e]} outside the file")
     return hdr, meta, 8 + n
 
@@ -132,9 +139,10 @@ def fp8_target(name: str, shape, dtype, config, experts: bool = True) -> str | N
 def mtp_root(name: str, config) -> str:
     "The checkpoint prefix (with trailing dot) of the draft part holding `name`: `mtp.` for the Qwen families, else its MTP layer's, e.g. `model.layers.61.`."
     if name.startswith('mtp.'): return 'mtp.'
-    ti = classify_tensor(name, (), 'BF16', config)
-    if not ti.is_draft or ti.mtp_index is None: raise ValueError(f"{name!r} is not in an MTP layer")
-    return draft_layout(config).ckpt_prefix(ti.mtp_index) + '.'
+    lay = draft_layout(config)      # by prefix only: classify_tensor would need the shape (a fused expert weight must be 3-D)
+    pre = next((p + '.' for p in map(lay.ckpt_prefix, range(lay.num_mtp_layers)) if name.startswith(p + '.')), None)
+    if pre is None: raise ValueError(f"{name!r} is not in an MTP layer")
+    return pre
 
 def fp8_scale_name(name: str, scheme: str) -> str:
     "vLLM's name of the scale of FP8 weight `name`: `X.weight` → `X.weight_scale` (`_scale_inv` for block), `P.experts.down_proj` → `P.experts.down_proj_scale`."

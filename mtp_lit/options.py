@@ -113,6 +113,7 @@ def parse_mtp_quant(config: dict) -> MtpQuant:
     algo = algo.upper()
     if algo != 'FP8': return MtpQuant(algo)
     qc = get('quantization_config') or {}
+    if not isinstance(qc, dict): raise ValueError(f"config.json quantization_config={qc!r}: expected an object")
     block = get('mtp_quant_block_size') or qc.get('weight_block_size')
     fmt = get('mtp_quant_scale_fmt') or qc.get('scale_fmt') or 'float32'
     if block is not None:

@@ -4,14 +4,14 @@
 
 # %% auto #0
 __all__ = ['CPU_ENV', 'RUNS', 'RunSpec', 'acceptance', 'DraftInspector', 'fp8_digests', 'draft_linear_bytes', 'engine_run',
-           'run_in_subprocess', 'demo_prompts', 'compare', 'format_table', 'demo', 'demo_cli']
+           'run_in_subprocess', 'sweep', 'long_prompts', 'demo_prompts', 'compare', 'format_table', 'demo', 'demo_cli']
 
-# %% ../nbs/11_demo.ipynb #da89fed6
+# %% ../nbs/11_demo.ipynb #976e756d
 import json, os, subprocess, sys, tempfile, time, threading
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
-# %% ../nbs/11_demo.ipynb #84ea12a9
+# %% ../nbs/11_demo.ipynb #4d225da9
 @dataclass
 class RunSpec:
     "One engine run: `name`, served `model` directory, `k` speculative tokens (0 = plain decoding), extra `env` (mtp_lit options)."
@@ -24,7 +24,7 @@ class RunSpec:
     max_model_len: int = 1024
     engine_args: dict = field(default_factory=dict)
 
-# %% ../nbs/11_demo.ipynb #d09e379a
+# %% ../nbs/11_demo.ipynb #1d827ad5
 def acceptance(metrics: dict, k: int) -> dict:
     """Acceptance figures from vLLM's spec-decode counters (`LLM.get_metrics()` names, see above).
 
@@ -38,7 +38,7 @@ def acceptance(metrics: dict, k: int) -> dict:
     return {'drafts': d, 'draft_tokens': dt, 'accepted': a, 'acceptance_rate': a / dt if dt else 0.0,
             'mean_acceptance_length': 1 + a / d if d else 1.0, 'per_position': [x / d if d else 0.0 for x in per]}
 
-# %% ../nbs/11_demo.ipynb #44daaa99
+# %% ../nbs/11_demo.ipynb #870ae770
 class DraftInspector:
     "vLLM worker extension (`worker_extension_cls`): `collective_rpc('mtp_lit_inspect_draft')` describes the loaded draft."
     def mtp_lit_inspect_draft(self) -> dict:
@@ -49,7 +49,25 @@ class DraftInspector:
         dtypes = {n: str(p.dtype).replace('torch.', '') for n, p in m.named_parameters()}
         return {'class': f"{type(m).__module__}.{type(m).__qualname__}", 'param_dtypes': dtypes,
                 'attention_windows': {getattr(a, 'layer_name', str(i)): a.sliding_window for i, a in enumerate(x for x in m.modules() if isinstance(x, Attention))},
-                'linear_weight_bytes': draft_linear_bytes(m), 'fp8_digests': fp8_digests(m)}
+                'linear_weight_bytes': draft_linear_bytes(m), 'fp8_digests': fp8_digests(m),
+                'head_rows': {n: int(x.org_vocab_size) for n, x in m.named_modules() if n.endswith('draft_lm_head')}}
+
+    def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
+        "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."
+        import torch
+        m = self.model_runner.drafter.model
+        dt = self.model_runner.model_config.dtype
+        h = torch.randn(batch, m.config.hidden_size, dtype=dt)
+        for _ in range(5): m.compute_logits(h)
+        t = time.perf_counter()
+        for _ in range(iters): m.compute_logits(h)
+        return (time.perf_counter() - t) / iters
+
+    def mtp_lit_target_windows(self) -> dict:
+        "Sliding window of each attention layer of the *target* (None = full attention)."
+        from vllm.model_executor.layers.attention.attention import Attention
+        return {getattr(a, 'layer_name', str(i)): a.sliding_window
+                for i, a in enumerate(x for x in self.model_runner.model.modules() if isinstance(x, Attention))}
 
 def fp8_digests(model) -> dict:
     "SHA-256 of the bytes of every FP8 weight of `model` and of its scale: equal digests = bit-identical FP8 drafts."
@@ -105,9 +123,11 @@ def engine_run(spec: RunSpec) -> dict:
     if spec.k:
         res['acceptance'] = acceptance(metrics, spec.k)
         res['draft'] = llm.collective_rpc('mtp_lit_inspect_draft')[0]
+        res['draft']['logits_s'] = llm.collective_rpc('mtp_lit_time_logits')[0]
+        res['target_windows'] = llm.collective_rpc('mtp_lit_target_windows')[0]
     return res
 
-# %% ../nbs/11_demo.ipynb #1de445ea
+# %% ../nbs/11_demo.ipynb #96bae551
 _PHASES = [('Starting to load model', 'loading target'), ('Loading drafter model', 'loading draft'), ('mtp_lit: ', None),
            ('KV cache', 'allocating KV cache'), ('mtp_lit-phase: generating', 'generating')]
 
@@ -153,7 +173,30 @@ def _has_cuda() -> bool:
         return torch.cuda.is_available()
     except ImportError: return False
 
-# %% ../nbs/11_demo.ipynb #00bb56d3
+# %% ../nbs/11_demo.ipynb #2b41bd35
+def sweep(specs: list, log_dir=None, quiet=False) -> list[dict]:
+    "Run `specs` (the first must be plain decoding, k=0) and return `compare` rows plus each run's draft-head time (`logits_ms`)."
+    results = [run_in_subprocess(s, log_dir=log_dir, quiet=quiet) for s in specs]
+    rows = compare(results)
+    for row, r in zip(rows, results):
+        row['logits_ms'] = round(r['draft']['logits_s'] * 1e3, 4) if r.get('draft') else None
+        row['draft_head_rows'] = next((len_ for n, len_ in r.get('draft', {}).get('head_rows', {}).items()), None) if r.get('draft') else None
+    return rows
+
+def long_prompts(model, n_tokens: int = 1536, n: int = 4) -> list[str]:
+    "`n` prompts of exactly `n_tokens` tokens (the checkpoint's tokenizer) cut from held-out stdlib files (largest first)."
+    from tokenizers import Tokenizer
+    from mtp_lit.train import corpus_files
+    tok = Tokenizer.from_file(str(Path(model) / 'tokenizer.json'))
+    files = sorted(corpus_files('heldout'), key=lambda f: -f.stat().st_size)
+    out = []
+    for f in files:
+        enc = tok.encode(f.read_text(errors='replace'))
+        if len(enc.ids) >= n_tokens: out.append(tok.decode(enc.ids[:n_tokens]))
+        if len(out) == n: return out
+    raise ValueError(f"only {len(out)} held-out files have {n_tokens} tokens")
+
+# %% ../nbs/11_demo.ipynb #4f1127a2
 def demo_prompts(n: int = 8) -> list[str]:
     "The demo's prompts: the first function of `n` held-out files of the training corpus, fixed in `mtp_lit/data/demo_prompts.json`."
     d = json.loads((Path(__file__).parent / 'data' / 'demo_prompts.json').read_text())
@@ -189,7 +232,7 @@ def format_table(rows: list[dict]) -> str:
                      f"{f(r['acceptance_rate'], '>7.3f')} {f(r['mean_acceptance_length'], '>5.2f')}  {pp:<22} {str(r['identical']):<9} {f(r['draft_linear_MB'], '>12.3f')}")
     return '\n'.join(lines)
 
-# %% ../nbs/11_demo.ipynb #0dda63f2
+# %% ../nbs/11_demo.ipynb #96acfae1
 def demo(model=None, k: int = 3, max_tokens: int = 64, runs=('plain', 'mtp-bf16', 'mtp-fp8'), out='mtp_lit_demo.json',
          n_prompts: int = 8, log_dir=None, quiet=False) -> dict:
     """The main job: run `runs` (names of `RUNS`) on `model` (default: the embedded trained checkpoint

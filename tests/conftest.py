@@ -7,3 +7,12 @@ for k, v in {'VLLM_CPU_KVCACHE_SPACE': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS
 def pytest_configure(config):
     config.addinivalue_line('markers', 'vllm: starts a real vLLM engine (slow)')
     config.addinivalue_line('markers', 'gpu: needs CUDA')
+
+@pytest.fixture(scope='session')
+def demo_runs(tmp_path_factory):
+    "plain / MTP BF16 draft / MTP FP8 draft on the embedded checkpoint, 4 demo prompts, 32 tokens: {name: result}."
+    from mtp_lit.demo import demo
+    from mtp_lit.model import checkpoint_path
+    res = demo(str(checkpoint_path('qwen3_5-tiny')), k=3, max_tokens=32, n_prompts=4, out=None, quiet=True,
+               log_dir=tmp_path_factory.mktemp('demo-logs'))
+    return {r['name']: r for r in res['runs']}

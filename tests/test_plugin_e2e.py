@@ -13,9 +13,7 @@ CKPT = str(checkpoint_path('qwen3_5-tiny'))
 PROMPTS = demo_prompts(4)
 
 @pytest.fixture(scope='module')
-def runs(tmp_path_factory):
-    res = demo(CKPT, k=3, max_tokens=32, n_prompts=4, out=None, quiet=True, log_dir=tmp_path_factory.mktemp('logs'))
-    return {r['name']: r for r in res['runs']}
+def runs(demo_runs): return demo_runs
 
 def test_plugin_discovered_through_entry_point(runs):
     # this test module never imports mtp_lit.plugin: vLLM found it through the `vllm.general_plugins` entry point

@@ -1,0 +1,228 @@
+"""GPU checks of mtp_lit.kernels against float64 references (skipped without CUDA + triton).
+
+Run on the device machine: `PYTHONPATH=. python3 -m pytest -q tests/test_kernels_gpu.py`.
+Every check draws fresh random inputs (non-zero mean, a few outliers), poisons the allocator with NaN first so an
+unwritten output element cannot pass, and compares by ||out - ref|| / ||ref||.
+"""
+import math
+import pytest
+import torch
+
+cuda_ok = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9)
+try:
+    import triton  # noqa: F401
+except ImportError:
+    cuda_ok = False
+pytestmark = pytest.mark.skipif(not cuda_ok, reason="needs a CUDA GPU with compute capability >= 8.9 and triton")
+
+from mtp_lit.fp8 import quantize_fp8  # noqa: E402
+from mtp_lit.kernels import (fp8_linear, moe_linear, reference_linear, KernelConfig, select_config,  # noqa: E402
+                             block_m, scale_mode)
+
+SCHEME = {'tensor': 'per-tensor', 'channel': 'per-channel', 'block': 'block'}
+_seed = [1234]
+
+
+def gen():
+    _seed[0] += 1
+    return torch.Generator(device='cuda').manual_seed(_seed[0])
+
+
+def rand(*shape, g, std=1.0, mean=0.0, outliers=0):
+    x = torch.randn(*shape, device='cuda', generator=g) * std + mean
+    if outliers:
+        flat = x.view(-1)
+        idx = torch.randint(0, flat.numel(), (outliers,), device='cuda', generator=g)
+        flat[idx] *= 20
+    return x
+
+
+def poison():
+    "Fill freed allocator blocks (large and small pools) with NaN, so torch.empty outputs start as NaN."
+    big = [torch.full((64 << 20,), float('nan'), device='cuda') for _ in range(4)]
+    small = [torch.full((1 << 17,), float('nan'), device='cuda') for _ in range(64)]
+    del big, small
+    torch.cuda.synchronize()
+
+
+def rel(y, ref):
+    y = y.double()
+    assert torch.isfinite(y).all(), "output has NaN/inf (unwritten or overflowed elements)"
+    return ((y - ref).norm() / ref.norm()).item()
+
+
+VARIANTS = {'w8a16-cvt': dict(A8=False, WCVT=0, SWAP=False), 'w8a16-asm': dict(A8=False, WCVT=2, SWAP=False),
+            'w8a16-asm-swap': dict(A8=False, WCVT=2, SWAP=True), 'w8a16-int-swap': dict(A8=False, WCVT=1, SWAP=True),
+            'w8a8': dict(A8=True, SWAP=False), 'w8a8-swap': dict(A8=True, SWAP=True)}
+
+
+@pytest.mark.parametrize('mode', ['tensor', 'channel', 'block'])
+@pytest.mark.parametrize('variant', list(VARIANTS))
+@pytest.mark.parametrize('shape,split', [((5120, 17408), 1), ((5120, 17408), 4), ((1000, 1000), 3)])  # 27B down_proj; odd
+def test_fp8_linear_vs_float64(mode, variant, shape, split):
+    N, K = shape
+    a8 = VARIANTS[variant]['A8']
+    g = gen()
+    w = rand(N, K, g=g, std=K ** -0.5, outliers=16)
+    q, s = quantize_fp8(w, SCHEME[mode])
+    bias = rand(N, g=g, std=0.1).to(torch.bfloat16)
+    for M in (1, 7, 100):
+        x = rand(M, K, g=g, mean=0.3, outliers=4).to(torch.bfloat16)
+        res = rand(M, N, g=g).to(torch.bfloat16) if M % 2 else None
+        cfg = KernelConfig(BN=64, BK=128, SPLIT_K=split, **VARIANTS[variant])
+        poison()
+        y = fp8_linear(x, q, s, bias, residual=res, config=cfg, backend='triton')
+        assert y.shape == (M, N) and y.dtype == torch.bfloat16
+        ref = reference_linear(x, q, s, bias, res, act_group=cfg.BK if a8 else None)
+        e = rel(y, ref)
+        assert e < 5e-3, (M, e)
+        if a8:  # against unquantised activations: the W8A8 error itself, ~e4m3's 2^-4 relative step / sqrt(12)
+            assert rel(y, reference_linear(x, q, s, bias, res)) < 6e-2
+
+
+@pytest.mark.parametrize('mode', ['channel', 'block'])
+@pytest.mark.parametrize('N,K', [(5120, 10240), (14336, 5120), (5120, 6144), (34816, 5120), (5120, 17408), (40960, 5120),
+                                 (248320, 5120)])
+def test_fp8_linear_selected_configs_real_shapes(mode, N, K):
+    "The configs select_config picks (tuned table or default) on every Qwen3.5-27B draft linear and both head sizes."
+    g = gen()
+    if True:
+        q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5), SCHEME[mode])
+        for M in (1, 4, 16, 64):
+            x = rand(M, K, g=g).to(torch.bfloat16)
+            cfg = select_config(M, N, K, mode)
+            if mode == 'block' and 128 % cfg.BK:
+                continue
+            poison()
+            y = fp8_linear(x, q, s, config=cfg, backend='triton')
+            ch = 32768  # float64 reference in row chunks (the full head is 248320 x 5120)
+            sc = (lambda a, b: s[a // 128:(b + 127) // 128]) if mode == 'block' else (lambda a, b: s[a:b])
+            errs = [(y[:, a:a + ch].double() - reference_linear(x, q[a:a + ch], sc(a, a + ch), act_group=cfg.BK if cfg.A8 else None))
+                    for a in range(0, N, ch)]
+            num = sum(float(e.norm() ** 2) for e in errs) ** 0.5
+            den = sum(float(reference_linear(x, q[a:a + ch], sc(a, a + ch)).norm() ** 2) for a in range(0, N, ch)) ** 0.5
+            assert torch.isfinite(y).all() and num / den < 5e-3, (N, K, M, cfg)
+
+
+def test_all_e4m3_codes_exact():
+    "Every finite e4m3 byte (subnormals and zero included) widened by each W8A16 conversion: x = one-hot rows give the codes back exactly."
+    codes = torch.arange(256, dtype=torch.uint8, device='cuda')
+    codes = codes[(codes & 0x7F) != 0x7F]  # drop the two NaN codes
+    w = codes.view(torch.float8_e4m3fn).reshape(2, 127).repeat(64, 1)[:128].contiguous()  # [128, 127] -> pad K to 128
+    w = torch.cat([w, torch.zeros(128, 1, device='cuda', dtype=torch.float8_e4m3fn)], 1).contiguous()
+    x = torch.eye(128, device='cuda', dtype=torch.bfloat16)  # 128 tokens, token m picks column m
+    s = torch.ones(1, device='cuda')
+    for v in ('w8a16-cvt', 'w8a16-asm', 'w8a16-asm-swap', 'w8a16-int-swap'):
+        y = fp8_linear(x, w, s, config=KernelConfig(BN=64, BK=128, **VARIANTS[v]), backend='triton')
+        assert torch.equal(y.float(), w.float().T), v
+
+
+def test_bf16_weight_and_fp32_input():
+    g = gen()
+    w = rand(768, 1536, g=g, std=0.03).to(torch.bfloat16)
+    x = rand(5, 1536, g=g)
+    y = fp8_linear(x.to(torch.bfloat16), w, None, config=KernelConfig(BN=32, BK=128), backend='triton')
+    assert rel(y, x.to(torch.bfloat16).double() @ w.double().T) < 5e-3
+    q, s = quantize_fp8(w, 'per-channel')
+    y = fp8_linear(x, q, s, config=KernelConfig(BN=32, BK=128, SPLIT_K=2), backend='triton')  # fp32 activations: tf32 dot
+    assert y.dtype == torch.float32 and rel(y, reference_linear(x, q, s)) < 5e-3
+
+
+@pytest.mark.parametrize('mode', ['tensor', 'channel', 'block'])
+@pytest.mark.parametrize('a8', [False, True])
+def test_moe_linear_vs_float64(mode, a8):
+    "Qwen3.5-35B-A3B MTP experts (256 x [1024, 2048] gate_up, [2048, 512] down), top-8, M = 1, 16, 64."
+    g = gen()
+    E, top_k = 256, 8
+    for (N, K, per_slot) in [(1024, 2048, False), (2048, 512, True)]:
+        q, s = quantize_fp8(rand(E, N, K, g=g, std=K ** -0.5), SCHEME[mode])
+        for M in (1, 16, 64):
+            ids = torch.rand(M, E, device='cuda', generator=g).topk(top_k, -1).indices
+            x = rand(*((M, top_k, K) if per_slot else (M, K)), g=g, mean=0.2).to(torch.bfloat16)
+            cfg = KernelConfig(BN=64, BK=128, A8=a8)
+            poison()
+            y = moe_linear(x, q, s, ids, per_slot_input=per_slot, config=cfg, backend='triton')
+            assert y.shape == (M, top_k, N)
+            xs = x if per_slot else x[:, None].expand(M, top_k, K)
+            ref = torch.empty(M, top_k, N, dtype=torch.float64, device='cuda')
+            for e in ids.unique().tolist():
+                m, j = (ids == e).nonzero(as_tuple=True)
+                ref[m, j] = reference_linear(xs[m, j], q[e], s[e], act_group=cfg.BK if a8 else None)
+            assert rel(y, ref) < 5e-3, (N, K, M)
+
+
+def test_moe_bf16_weights_match_torch_backend():
+    g = gen()
+    E, N, K, M, top_k = 16, 256, 384, 9, 4
+    w = rand(E, N, K, g=g, std=0.05).to(torch.bfloat16)
+    ids = torch.rand(M, E, device='cuda', generator=g).topk(top_k, -1).indices
+    x = rand(M, K, g=g).to(torch.bfloat16)
+    poison()
+    y = moe_linear(x, w, None, ids, backend='triton')
+    yt = moe_linear(x, w, None, ids, backend='torch')
+    assert rel(y, yt.double()) < 5e-3
+
+
+def test_cuda_graph_capture_split_k():
+    "fp8_linear (split-K: zero-fill + atomics + cast) replays inside a CUDA graph with the same result."
+    g = gen()
+    q, s = quantize_fp8(rand(5120, 6144, g=g, std=6144 ** -0.5), 'per-channel')
+    x = rand(4, 6144, g=g).to(torch.bfloat16)
+    cfg = KernelConfig(BN=64, BK=256, SPLIT_K=4)
+    y0 = fp8_linear(x, q, s, config=cfg)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = fp8_linear(x, q, s, config=cfg)
+    graph.replay(); torch.cuda.synchronize()
+    assert rel(y, y0.double()) < 1e-6
+    assert rel(y, reference_linear(x, q, s)) < 5e-3
+
+
+def test_draft_step_fused_glue_matches_torch_glue():
+    "DraftStep at tiny shapes: the fused glue (Triton norms, attention glue, router top-k, MoE combine, float32 residual"
+    " with atomics) gives the same hidden state as plain torch glue, for every variant, and every variant runs."
+    from mtp_lit.bench import DraftStep, tiny_shapes, VARIANTS
+    for name, cfg in tiny_shapes().items():
+        g = gen()
+        emb = rand(16, cfg['hidden_size'], g=g).to(torch.bfloat16)
+        hid = rand(16, cfg['hidden_size'], g=g, std=4).to(torch.bfloat16)
+        for v in VARIANTS:
+            a = DraftStep(cfg, v, None, 'cuda', seed=0, fused=False).hidden(emb, hid)
+            st = DraftStep(cfg, v, None, 'cuda', seed=0, fused=True)
+            b = st.hidden(emb, hid)
+            # fp8-torch quantises activations per token: rounding-level input differences flip e4m3 codes (~3% steps)
+            assert rel(b, a.double()) < (6e-2 if v == 'fp8-torch' else 2e-2), (name, v)
+            t = st(emb, hid)
+            assert t.shape == (16,) and t.dtype == torch.int64 and int(t.max()) < cfg['vocab_size']
+
+
+@pytest.mark.parametrize('variant', ['w8a16-asm', 'w8a8'])
+@pytest.mark.parametrize('split', [1, 8])
+def test_fp8_linear_accumulate_and_silu_mul(variant, split):
+    "out= accumulates into a float32 buffer (the residual stream), act='silu_mul' fuses SiluAndMul into the load."
+    g = gen()
+    N, K = 5120, 17408  # Qwen3.5-27B down_proj: its input is the gate_up output [M, 2K]
+    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5), 'per-channel')
+    for M in (1, 16):
+        gu = rand(M, 2 * K, g=g).to(torch.bfloat16)
+        res = rand(M, N, g=g)
+        cfg = KernelConfig(BN=64, BK=128, SPLIT_K=split, **VARIANTS[variant])
+        out = res.clone()
+        y = fp8_linear(gu, q, s, out=out, act='silu_mul', config=cfg, backend='triton')
+        assert y is out
+        xa = (torch.nn.functional.silu(gu[:, :K].float()) * gu[:, K:].float()).to(torch.bfloat16)
+        ref = reference_linear(xa, q, s, residual=res, act_group=cfg.BK if cfg.A8 else None)
+        assert rel(out, ref) < 5e-3
+        y2 = fp8_linear(gu, q, s, act='silu_mul', config=cfg, backend='triton')
+        assert rel(y2, reference_linear(xa, q, s, act_group=cfg.BK if cfg.A8 else None)) < 5e-3
+
+
+def test_moe_linear_silu_mul_per_slot():
+    g = gen()
+    E, N, K, M, top_k = 64, 512, 256, 12, 8
+    q, s = quantize_fp8(rand(E, N, K, g=g, std=K ** -0.5), 'per-channel')
+    ids = torch.rand(M, E, device='cuda', generator=g).topk(top_k, -1).indices
+    gu = rand(M, top_k, 2 * K, g=g).to(torch.bfloat16)
+    y = moe_linear(gu, q, s, ids, per_slot_input=True, act='silu_mul', backend='triton')
+    yt = moe_linear(gu, q, s, ids, per_slot_input=True, act='silu_mul', backend='torch')
+    assert rel(y, yt.double()) < 5e-3

@@ -339,8 +339,10 @@ def _fsync_dir(d: Path):
     except OSError: pass
 
 def _fsync_tree(d: Path):
-    "fsync every file and directory of `d` (new files first, then the directories holding them)."
-    for p in sorted(d.rglob('*'), key=lambda p: -len(p.parts)) + [d]: _fsync_dir(p)
+    """fsync the new files of tree `d` (those not hard-linked from the source: link count 1) and every directory, deepest
+    first. Hard-linked files are the source's own bytes: their durability is the source's."""
+    for p in sorted(d.rglob('*'), key=lambda p: -len(p.parts)) + [d]:
+        if p.is_dir() or p.stat().st_nlink == 1: _fsync_dir(p)
 
 def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None) -> Path:
     """Write the draft vocabulary (`tensors`, `record`) into a complete copy of checkpoint `ckpt` and put it in place in

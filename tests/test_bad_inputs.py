@@ -350,6 +350,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'f32-weight':        ('f32', {}, 3),
     'unknown-algo':      ('algo', {}, 3),
     'window-negative':   ('tiny', {'MTP_DRAFT_WINDOW': '-1'}, 3),
+    'dv-ok':             ('dv', {}, 3),
     'dv-out-of-range':   ('dv-oor', {}, 3),
     'dv-duplicate':      ('dv-dup', {}, 3),
     'dv-truncated':      ('dv-trunc', {}, 3),
@@ -376,6 +377,7 @@ def loads(root, fp8, dv):
          'i32': edit_tensors(copy_ckpt(TINY, L / 'i32'), set_tensor('mtp.fc.weight', lambda t: (t.float() * 1000).to(torch.int32))),
          'f32': edit_tensors(copy_ckpt(TINY, L / 'f32'), f64('mtp.fc.weight', lambda t: t.float())),
          'algo': edit_config(copy_ckpt(TINY, L / 'algo'), lambda c: c.update(mtp_quant_algo='INT3')),
+         'dv': dv,
          'dv-oor': _tamper_ids(dv, L / 'dv-oor', _oor),
          'dv-dup': _tamper_ids(dv, L / 'dv-dup', _dup),
          'dv-trunc': copy_ckpt(dv, L / 'dv-trunc'),
@@ -482,6 +484,14 @@ def test_load_unknown_mtp_quant_algo(loads):
 @pytest.mark.vllm
 def test_load_negative_window(loads):
     assert _err(loads, 'window-negative') == 'ValueError: MTP_DRAFT_WINDOW=-1: must be >= 0 (0 turns it off)'
+
+
+@pytest.mark.vllm
+def test_load_good_draft_vocab(loads):
+    "The control for the three below: the variant as build_draft_vocab wrote it loads, with a 1024-row draft head."
+    r = loads['dv-ok']
+    assert r['loaded'] and r['class'] == 'mtp_lit.plugin.Qwen3_5MTP', r
+    assert any('draft head of 1024 rows' in l for l in r['log']), r['log']
 
 
 @pytest.mark.vllm

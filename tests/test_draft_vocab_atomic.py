@@ -5,7 +5,8 @@ variant is never modified.
 The checkpoint carries a few thousand small extra files, so that hard-linking the tree, flushing it and deleting the
 old tree each take a moment the test can hit: it polls the file system and sends SIGKILL (no cleanup can run) when
 1. the temporary tree `.NAME.tmp-PID` has appeared (hard links being made),
-2. the new `draft_vocab.safetensors` is in it (the tree being flushed, just before the atomic rename / exchange),
+2. the new `draft_vocab.safetensors` is in it (the new files being flushed, just before the atomic rename / exchange;
+   the kill may land just after it, and the destination must then be complete),
 3. in place only: the new tree is already at CKPT and the old one, now at `.NAME.tmp-PID`, is being deleted.
 SIGTERM / SIGINT make the CLI remove its temporary tree and exit 143 / 130.
 """
@@ -19,7 +20,7 @@ from mtp_lit.model import build_random_checkpoint, byte_tokenizer, qwen3_5_confi
 
 SMALL = dict(vocab_size=320, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
              head_dim=32, intermediate_size=64)
-N_EXTRA = 3000
+N_EXTRA = 2000
 K = 64
 
 
@@ -42,9 +43,22 @@ def base(tmp_path_factory):
     for i in range(N_EXTRA): (extra / f'{i:05d}.txt').write_text(f'{i}\n')
     corpus = root / 'corpus'; corpus.mkdir()
     for i in range(8): (corpus / f'{i}.py').write_text(f'def f{i}(x):\n    return x * {i} + 1\n' * (i + 1))
-    ref = root / 'ref'; shutil.copytree(ck, ref)
+    for f in ck.rglob('*'): _fsync(f)       # clean pages: the runs' own fsyncs then cost what they cost on a real checkpoint
+    ref = _copy(ck, root / 'ref')
     build_draft_vocab(ref, corpus, K, progress=False)
     return ck, corpus, _hashes(ref)
+
+
+def _fsync(p: Path):
+    fd = os.open(p, os.O_RDONLY)
+    try: os.fsync(fd)
+    finally: os.close(fd)
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    "A hard-linked copy: the builder never opens a source file for writing (the tests check that, too)."
+    shutil.copytree(src, dst, copy_function=os.link)
+    return dst
 
 
 def _leftovers(d: Path) -> list:
@@ -70,12 +84,15 @@ def _run_and_signal(args: list, dst: Path, stage: str, sig=signal.SIGKILL, timeo
 @pytest.mark.parametrize('stage', ['tmp', 'written', 'swapped'])
 def test_in_place_sigkill(base, tmp_path, stage):
     src, corpus, ref = base
-    ck = tmp_path / 'ck'; shutil.copytree(src, ck)
+    ck = _copy(src, tmp_path / 'ck')
     before = _hashes(ck)
     p, tmp = _run_and_signal([str(ck), '--corpus', str(corpus), '--size', str(K)], ck, stage)
     assert p.returncode == -signal.SIGKILL
-    assert _hashes(ck) == (ref if stage == 'swapped' else before)      # old or new, complete: never a mixture
-    assert tmp.exists()                                                 # nothing could clean up after SIGKILL ...
+    after = _hashes(ck)
+    assert after in (before, ref)                                       # old or new, complete: never a mixture
+    if stage == 'swapped': assert after == ref
+    if stage == 'tmp': assert after == before
+    assert tmp.exists() or after == ref                                 # nothing could clean up after SIGKILL ...
     build_draft_vocab(ck, corpus, K, progress=False)                    # ... the next run does
     assert _leftovers(ck) == []
     assert _hashes(ck) == ref                                           # byte-identical to an uninterrupted run
@@ -85,13 +102,14 @@ def test_in_place_sigkill(base, tmp_path, stage):
 @pytest.mark.parametrize('stage', ['tmp', 'written'])
 def test_variant_sigkill(base, tmp_path, stage):
     src, corpus, ref = base
-    ck = tmp_path / 'ck'; shutil.copytree(src, ck)
+    ck = _copy(src, tmp_path / 'ck')
     before = _hashes(ck)
     out = tmp_path / 'ck-dv'
     p, tmp = _run_and_signal([str(ck), '--corpus', str(corpus), '--size', str(K), '--out', str(out)], out, stage)
     assert p.returncode == -signal.SIGKILL
-    assert not out.exists() and tmp.exists()
+    assert (not out.exists() and tmp.exists()) or (stage == 'written' and _hashes(out) == ref)   # absent, or complete
     assert _hashes(ck) == before
+    if out.exists(): shutil.rmtree(out)      # (killed just after its rename: complete; rerun from scratch below)
     r = subprocess.run(_cli() + [str(ck), '--corpus', str(corpus), '--size', str(K), '--out', str(out), '--no-progress'],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -101,7 +119,7 @@ def test_variant_sigkill(base, tmp_path, stage):
 @pytest.mark.parametrize('sig,rc', [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_sigterm_sigint_clean_up(base, tmp_path, sig, rc):
     src, corpus, ref = base
-    ck = tmp_path / 'ck'; shutil.copytree(src, ck)
+    ck = _copy(src, tmp_path / 'ck')
     before = _hashes(ck)
     p, tmp = _run_and_signal([str(ck), '--corpus', str(corpus), '--size', str(K)], ck, 'tmp', sig)
     err = p.stderr.read().decode()
@@ -112,7 +130,7 @@ def test_sigterm_sigint_clean_up(base, tmp_path, sig, rc):
 
 def test_rerun_is_byte_identical_and_idempotent(base, tmp_path):
     src, corpus, ref = base
-    ck = tmp_path / 'ck'; shutil.copytree(src, ck)
+    ck = _copy(src, tmp_path / 'ck')
     for _ in range(2):
         build_draft_vocab(ck, corpus, K, progress=False)
         assert _hashes(ck) == ref and _leftovers(ck) == []

@@ -16,7 +16,7 @@ from mtp_lit.train import eval_prompts, simulate_spec_decode, acceptance_stats, 
 pytestmark = pytest.mark.vllm
 K, MAX_TOKENS = 3, 64
 HERE = Path(__file__).resolve().parent
-# floors a bit below what was measured (dense 3.05, MoE 3.0: see nbs/05_train.ipynb)
+# floors a bit below what was measured in vLLM CPU (dense 3.14, MoE 2.96: see nbs/05_train.ipynb)
 FLOOR = {"qwen3_5-tiny": 2.6, "qwen3_5_moe-tiny": 2.5}
 
 
@@ -68,11 +68,23 @@ def test_acceptance_length(runs):
     assert acc["per_pos"][0] >= acc["per_pos"][1] >= acc["per_pos"][2] > 0
 
 
-def test_reference_greedy_matches_vllm(runs):
-    "mtp_lit's plain-torch target (BF16) generates vLLM's greedy tokens."
-    same = [r["tokens"] == v for r, v in zip(runs["ref"], runs["plain"]["tokens"])]
-    print(f"\n{runs['name']}: reference greedy == vLLM greedy for {sum(same)}/{len(same)} prompts")
-    assert sum(same) >= len(same) - 1
+def test_reference_target_matches_vllm(runs):
+    """mtp_lit's plain-torch target (BF16) picks vLLM's greedy token at every position of vLLM's output, except
+    near-ties (reference logit margin within BF16 rounding). Whole 64-token sequences: reported, not asserted, since
+    one near-tie changes everything after it."""
+    ref_model, _ = load_checkpoint(checkpoint_path(runs["name"]), dtype=torch.bfloat16)
+    n, mism = 0, []
+    with torch.no_grad():
+        for p, toks in zip(runs["prompts"], runs["plain"]["tokens"]):
+            _, lg = ref_model(torch.tensor([p + toks[:-1]]))
+            lg = lg[0, len(p) - 1:].float()
+            for i, t in enumerate(toks):
+                n += 1; r = int(lg[i].argmax())
+                if r != t: mism.append(round(float(lg[i, r] - lg[i, t]), 4))
+    same = sum(r["tokens"] == v for r, v in zip(runs["ref"], runs["plain"]["tokens"]))
+    print(f"\n{runs['name']}: reference target picks vLLM's token at {n - len(mism)}/{n} positions (margins {mism}); "
+          f"whole greedy sequences equal for {same}/{len(runs['prompts'])} prompts")
+    assert len(mism) <= 0.02 * n and all(m <= 0.25 for m in mism), mism
 
 
 def test_vllm_drafts_equal_reference_drafts(runs):

@@ -6,12 +6,12 @@
 __all__ = ['CPU_ENV', 'RUNS', 'RunSpec', 'acceptance', 'DraftInspector', 'fp8_digests', 'draft_linear_bytes', 'engine_run',
            'run_in_subprocess', 'sweep', 'long_prompts', 'demo_prompts', 'compare', 'format_table', 'demo', 'demo_cli']
 
-# %% ../nbs/11_demo.ipynb #976e756d
+# %% ../nbs/11_demo.ipynb #94c45835
 import json, os, subprocess, sys, tempfile, time, threading
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
-# %% ../nbs/11_demo.ipynb #4d225da9
+# %% ../nbs/11_demo.ipynb #bb9c24b7
 @dataclass
 class RunSpec:
     "One engine run: `name`, served `model` directory, `k` speculative tokens (0 = plain decoding), extra `env` (mtp_lit options)."
@@ -24,7 +24,7 @@ class RunSpec:
     max_model_len: int = 1024
     engine_args: dict = field(default_factory=dict)
 
-# %% ../nbs/11_demo.ipynb #1d827ad5
+# %% ../nbs/11_demo.ipynb #e7f7630a
 def acceptance(metrics: dict, k: int) -> dict:
     """Acceptance figures from vLLM's spec-decode counters (`LLM.get_metrics()` names, see above).
 
@@ -38,7 +38,7 @@ def acceptance(metrics: dict, k: int) -> dict:
     return {'drafts': d, 'draft_tokens': dt, 'accepted': a, 'acceptance_rate': a / dt if dt else 0.0,
             'mean_acceptance_length': 1 + a / d if d else 1.0, 'per_position': [x / d if d else 0.0 for x in per]}
 
-# %% ../nbs/11_demo.ipynb #870ae770
+# %% ../nbs/11_demo.ipynb #0f4ceb8d
 class DraftInspector:
     "vLLM worker extension (`worker_extension_cls`): `collective_rpc('mtp_lit_inspect_draft')` describes the loaded draft."
     def mtp_lit_inspect_draft(self) -> dict:
@@ -102,6 +102,14 @@ def draft_linear_bytes(model) -> int:
 CPU_ENV = {'VLLM_CPU_KVCACHE_SPACE': '1', 'VLLM_CPU_OMP_THREADS_BIND': 'auto', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1',
            'VLLM_NO_USAGE_STATS': '1', 'TOKENIZERS_PARALLELISM': 'false'}
 
+def _margins(logprobs) -> list:
+    "Per generated token: the gap between the top two logprobs (0 = a tie the argmax breaks arbitrarily)."
+    out = []
+    for d in logprobs or []:
+        top = sorted((v.logprob for v in d.values()), reverse=True)[:2]
+        out.append(round(top[0] - top[1], 6) if len(top) == 2 else None)
+    return out
+
 def engine_run(spec: RunSpec) -> dict:
     "Run `spec` in this process (vLLM imported here); returns token ids, wall time, acceptance and the draft description."
     from vllm import LLM, SamplingParams
@@ -112,13 +120,13 @@ def engine_run(spec: RunSpec) -> dict:
     llm = LLM(**args)
     print('mtp_lit-phase: generating', file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    outs = llm.generate(spec.prompts, SamplingParams(temperature=0, max_tokens=spec.max_tokens), use_tqdm=False)
+    outs = llm.generate(spec.prompts, SamplingParams(temperature=0, max_tokens=spec.max_tokens, logprobs=2), use_tqdm=False)
     wall = time.perf_counter() - t0
     metrics = {}
     for m in llm.get_metrics():
         if m.name.startswith('vllm:spec_decode'): metrics[m.name] = getattr(m, 'values', None) or getattr(m, 'value', 0)
     res = {'name': spec.name, 'k': spec.k, 'env': spec.env, 'tokens': [list(o.outputs[0].token_ids) for o in outs],
-           'texts': [o.outputs[0].text for o in outs], 'wall_s': wall}
+           'texts': [o.outputs[0].text for o in outs], 'wall_s': wall, 'margins': [_margins(o.outputs[0].logprobs) for o in outs]}
     res['tokens_generated'] = sum(len(t) for t in res['tokens'])
     if spec.k:
         res['acceptance'] = acceptance(metrics, spec.k)
@@ -127,7 +135,7 @@ def engine_run(spec: RunSpec) -> dict:
         res['target_windows'] = llm.collective_rpc('mtp_lit_target_windows')[0]
     return res
 
-# %% ../nbs/11_demo.ipynb #96bae551
+# %% ../nbs/11_demo.ipynb #a3f655b4
 _PHASES = [('Starting to load model', 'loading target'), ('Loading drafter model', 'loading draft'), ('mtp_lit: ', None),
            ('KV cache', 'allocating KV cache'), ('mtp_lit-phase: generating', 'generating')]
 
@@ -173,7 +181,7 @@ def _has_cuda() -> bool:
         return torch.cuda.is_available()
     except ImportError: return False
 
-# %% ../nbs/11_demo.ipynb #2b41bd35
+# %% ../nbs/11_demo.ipynb #0b123ae6
 def sweep(specs: list, log_dir=None, quiet=False) -> list[dict]:
     "Run `specs` (the first must be plain decoding, k=0) and return `compare` rows plus each run's draft-head time (`logits_ms`)."
     results = [run_in_subprocess(s, log_dir=log_dir, quiet=quiet) for s in specs]
@@ -196,7 +204,7 @@ def long_prompts(model, n_tokens: int = 1536, n: int = 4) -> list[str]:
         if len(out) == n: return out
     raise ValueError(f"only {len(out)} held-out files have {n_tokens} tokens")
 
-# %% ../nbs/11_demo.ipynb #4f1127a2
+# %% ../nbs/11_demo.ipynb #109f1035
 def demo_prompts(n: int = 8) -> list[str]:
     "The demo's prompts: the first function of `n` held-out files of the training corpus, fixed in `mtp_lit/data/demo_prompts.json`."
     d = json.loads((Path(__file__).parent / 'data' / 'demo_prompts.json').read_text())
@@ -209,16 +217,25 @@ RUNS = {  # name -> (speculative tokens? , mtp_lit environment)
 }
 
 def compare(results: list[dict]) -> list[dict]:
-    "One summary row per run; `identical` = greedy tokens equal to the first (plain) run's, prompt by prompt."
+    """One summary row per run; `identical` = greedy tokens equal to the first (plain) run's, prompt by prompt. For each
+    prompt that differs, `diverged` gives the first differing token and the plain run's gap between its top two logprobs
+    there: a gap of ~0 is a tie in BF16 that the one-token decode and the k-token verify break differently."""
     base = results[0]['tokens']
     rows = []
     for r in results:
+        div = []
+        for i, (p, q) in enumerate(zip(base, r['tokens'])):
+            j = next((j for j, (a, b) in enumerate(zip(p, q)) if a != b), None)
+            if j is not None:
+                m = results[0].get('margins')
+                div.append({'prompt': i, 'token': j, 'plain_top2_margin': m[i][j] if m and j < len(m[i]) else None})
         a = r.get('acceptance') or {}
         rows.append({'run': r['name'], 'k': r['k'], 'tokens': r['tokens_generated'], 'wall_s': round(r['wall_s'], 2),
                      'tok_per_s': round(r['tokens_generated'] / r['wall_s'], 1) if r['wall_s'] else None,
                      'acceptance_rate': a.get('acceptance_rate'), 'mean_acceptance_length': a.get('mean_acceptance_length'),
                      'per_position': a.get('per_position'), 'identical': r['tokens'] == base,
-                     'draft_linear_MB': round(r['draft']['linear_weight_bytes'] / 2**20, 3) if r.get('draft') else None})
+                     'draft_linear_MB': round(r['draft']['linear_weight_bytes'] / 2**20, 3) if r.get('draft') else None,
+                     'diverged': div})
     return rows
 
 def format_table(rows: list[dict]) -> str:
@@ -232,7 +249,7 @@ def format_table(rows: list[dict]) -> str:
                      f"{f(r['acceptance_rate'], '>7.3f')} {f(r['mean_acceptance_length'], '>5.2f')}  {pp:<22} {str(r['identical']):<9} {f(r['draft_linear_MB'], '>12.3f')}")
     return '\n'.join(lines)
 
-# %% ../nbs/11_demo.ipynb #96acfae1
+# %% ../nbs/11_demo.ipynb #053b1191
 def demo(model=None, k: int = 3, max_tokens: int = 64, runs=('plain', 'mtp-bf16', 'mtp-fp8'), out='mtp_lit_demo.json',
          n_prompts: int = 8, log_dir=None, quiet=False) -> dict:
     """The main job: run `runs` (names of `RUNS`) on `model` (default: the embedded trained checkpoint

@@ -42,13 +42,16 @@ def quantize_shards(w: torch.Tensor, widths, scheme: str, block=None, scale_fmt=
     """Quantize the row blocks of `w` [N, K] (sizes `widths`, summing to N) one by one.
 
     Returns `(q [N, K] float8_e4m3fn, scale)` with `scale` float32 `[N]` (per-tensor / per-channel, one per row)
-    or `[ceil(N/bn), ceil(K/bk)]` (block). Raises `ValueError` naming `name` when block quantisation would split a
-    block across two shards (a shard size not a multiple of bn), as vLLM's `validate_fp8_block_shape` does."""
+    or `[sum_i ceil(n_i/bn), ceil(K/bk)]` (block). Raises `ValueError` naming `name` when block quantisation would split a
+    block across two shards (a shard other than the last whose size is not a multiple of bn), as vLLM's
+    `validate_fp8_block_shape` does."""
     if sum(widths) != w.shape[0]: raise ValueError(f"{name}: shard widths {list(widths)} do not sum to {w.shape[0]} rows")
     qs, ss = [], []
-    for part in w.split(list(widths), 0):
-        if scheme == 'block' and part.shape[0] % block[0] and len(widths) > 1:
-            raise ValueError(f"{name}: shard of {part.shape[0]} rows is not a multiple of the block size {block[0]}")
+    parts = w.split(list(widths), 0)
+    for i, part in enumerate(parts):
+        if scheme == 'block' and part.shape[0] % block[0] and i < len(parts) - 1:
+            raise ValueError(f"{name}: shard {i} of {part.shape[0]} rows is not a multiple of the block size {block[0]}; "
+                             "its last block would straddle the next shard")
         q, s = quantize_fp8(part, scheme, block=block or (128, 128), scale_fmt=scale_fmt, name=name)
         qs.append(q); ss.append(s.float().reshape(1).expand(part.shape[0]) if scheme == 'per-tensor' else
                                 s.float().reshape(-1) if scheme == 'per-channel' else s.float())
@@ -127,8 +130,10 @@ def init_single_process_vllm():
 # %% ../nbs/07_draft_linear.ipynb #3ec3707f
 class DraftQuantConfig(QuantizationConfig):
     """Quantisation config of an FP8 draft: `plan` (a `DraftQuantPlan` with mode 'fp8-online' or 'fp8-serialized'),
-    `keep_unquantized` (linear prefix suffixes left in BF16), `inner` (the target's config, consulted for attention only).
-    A `ParallelLMHead` whose prefix ends in `draft_lm_head` (the draft's own truncated head) gets `Fp8DraftHeadMethod`."""
+    `keep_unquantized` (quant-prefix suffixes left in BF16: router gates, the family's exceptions, modules the checkpoint stores
+    in BF16), `inner` (the target's config, consulted for attention only). Linears get `Fp8DraftLinearMethod`, routed experts
+    (`RoutedExperts`) `mtp_lit.draft_moe.Fp8DraftMoEMethod`; a `ParallelLMHead` whose prefix ends in `draft_lm_head` (the
+    draft's own truncated head) gets `Fp8DraftHeadMethod`."""
     def __init__(self, plan: DraftQuantPlan, keep_unquantized=('.gate', '.shared_expert_gate'), inner=None):
         super().__init__()
         self.plan, self.keep_unquantized, self.inner = plan, tuple(keep_unquantized), inner
@@ -143,12 +148,20 @@ class DraftQuantConfig(QuantizationConfig):
     @classmethod
     def from_config(cls, config): raise NotImplementedError("DraftQuantConfig is built by mtp_lit.plugin, not read from a checkpoint")
 
+    def kept(self, prefix: str) -> bool:
+        "Is the module with quant prefix `prefix` left unquantized?"
+        return prefix.endswith(self.keep_unquantized)
+
     def get_quant_method(self, layer, prefix: str):
         if isinstance(layer, ParallelLMHead):   # the draft's own head only: the shared LM head is the target's
             return Fp8DraftHeadMethod() if prefix.endswith('draft_lm_head') else None
         if isinstance(layer, LinearBase):
-            if prefix.endswith(self.keep_unquantized): return UnquantizedLinearMethod()
-            return Fp8DraftLinearMethod(self.plan, prefix)
+            return UnquantizedLinearMethod() if self.kept(prefix) else Fp8DraftLinearMethod(self.plan, prefix)
+        from vllm.model_executor.layers.fused_moe import RoutedExperts
+        if isinstance(layer, RoutedExperts):
+            if self.kept(prefix): return None     # vLLM's UnquantizedFusedMoEMethod
+            from mtp_lit.draft_moe import Fp8DraftMoEMethod
+            return Fp8DraftMoEMethod(self.plan, layer.moe_config, prefix)
         from vllm.model_executor.layers.attention import Attention
         if isinstance(layer, Attention) and self.inner is not None: return self.inner.get_quant_method(layer, prefix)
         return None

@@ -1,0 +1,63 @@
+"""Every MTP architecture vLLM 0.32 serves, with its draft in FP8 (`MTP_FP8=1`), on real vLLM CPU.
+
+Checkpoints: `tiny_families.build` (random weights, real tensor names, a target close to a token permutation and a draft that
+predicts it), so the winning logits are clear: greedy output is the permutation chain, which is also what plain decoding gives
+(`test_permutation_target_is_plain_greedy` checks that once), and acceptance is ≈ 1 exactly when the FP8 draft's weights were
+loaded under the right names and are used. One engine per family (~40-80 s each on a 2-core machine)."""
+import sys
+from pathlib import Path
+import pytest
+sys.path.insert(0, str(Path(__file__).parent))
+import tiny_families as tf
+from mtp_lit.demo import run_in_subprocess, RunSpec, demo_prompts
+
+pytestmark = pytest.mark.vllm
+PROMPTS = demo_prompts(2)
+N = 24
+INSPECT = {'worker_extension_cls': 'mtp_lit.plugin.Fp8DraftInspector'}
+DRAFT_CLASS = {'qwen3_5': 'Qwen3_5MTP', 'qwen3_5_moe': 'Qwen3_5MoeMTP', 'qwen3_next': 'Qwen3NextMTP', 'deepseek_v3': 'DeepSeekMTP',
+               'glm4_moe': 'Glm4MoeMTP', 'mimo': 'MiMoMTP'}
+KEPT_BF16 = {'deepseek_v3': {'self_attn.kv_b_proj.weight'}}           # MLA's kv_b_proj is absorbed into attention: kept BF16
+PLAIN_LINEAR = {'deepseek_v3': 'eh_proj.weight', 'glm4_moe': 'eh_proj.weight', 'mimo': 'input_proj.weight'}
+MOE = {'qwen3_5_moe', 'qwen3_next', 'deepseek_v3', 'glm4_moe'}
+LINEAR = ('proj.weight', 'fc.weight', 'w13_weight', 'w2_weight')
+
+def expected():
+    from tokenizers import Tokenizer
+    from mtp_lit.model import checkpoint_path
+    tok = Tokenizer.from_file(str(checkpoint_path('qwen3_5-tiny') / 'tokenizer.json'))
+    return [tf.expected_tokens(tok.encode(p).ids, N) for p in PROMPTS]
+
+def run(name, ckpt, k, env, log_dir):
+    return run_in_subprocess(RunSpec(name, str(ckpt), k, env, PROMPTS, N, 512, engine_args=INSPECT), log_dir=log_dir, quiet=True)
+
+def test_permutation_target_is_plain_greedy(tmp_path):
+    "The construction: plain greedy decoding (no MTP) of a tiny target gives the permutation chain `expected_tokens` computes."
+    r = run('plain-deepseek', tf.build('deepseek_v3', tmp_path / 'ck'), 0, {}, tmp_path)
+    assert r['tokens'] == expected()
+
+@pytest.mark.parametrize('family', tf.FAMILIES)
+def test_family_fp8_draft(family, tmp_path):
+    r = run(f'{family}-fp8', tf.build(family, tmp_path / family), 3, {'MTP_FP8': '1'}, tmp_path)
+    d = r['draft']
+    assert d['class'] == f"mtp_lit.plugin.{DRAFT_CLASS[family]}"
+    dts = d['param_dtypes']
+    linears = {n: t for n, t in dts.items() if n.endswith(LINEAR)}
+    bf16 = {n for n, t in linears.items() if t != 'float8_e4m3fn'}
+    assert {n for n in bf16 if not n.endswith(tuple(KEPT_BF16.get(family, ())))} == set(), bf16
+    assert len(bf16) == len(KEPT_BF16.get(family, ()))
+    if family in PLAIN_LINEAR:                                       # vLLM's nn.Linear swapped for an FP8 vLLM linear
+        assert [t for n, t in linears.items() if n.endswith(PLAIN_LINEAR[family])] == ['float8_e4m3fn']
+    if family in MOE:                                                # routed experts in FP8
+        assert sorted(t for n, t in dts.items() if n.endswith(('w13_weight', 'w2_weight'))) == ['float8_e4m3fn'] * 2
+        assert all(dts[n + '_scale'] == 'float32' for n in dts if n.endswith(('w13_weight', 'w2_weight')))
+    assert set(d['fp8_param_digests']) == {n for n, t in linears.items() if t == 'float8_e4m3fn'}
+    assert r['tokens'] == expected()                                 # = plain greedy (clear winning logits)
+    assert r['acceptance']['drafts'] > 0 and r['acceptance']['acceptance_rate'] > 0.95, r['acceptance']
+
+def test_rejected_fp8_moe_drafts_never_change_output(tmp_path):
+    "A draft that always proposes a wrong token (acceptance 0), FP8 experts included: the output is still the target's."
+    r = run('wrong-draft', tf.build('qwen3_5_moe', tmp_path / 'ck', wrong_draft=True), 3, {'MTP_FP8': '1'}, tmp_path)
+    assert r['draft']['param_dtypes']['model.layers.0.mlp.experts.routed_experts.w13_weight'] == 'float8_e4m3fn'
+    assert r['acceptance']['drafts'] > 0 and r['acceptance']['acceptance_rate'] < 0.05, r['acceptance']
+    assert r['tokens'] == expected()

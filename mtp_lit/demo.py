@@ -6,12 +6,12 @@
 __all__ = ['CPU_ENV', 'RUNS', 'RunSpec', 'acceptance', 'DraftInspector', 'fp8_digests', 'draft_linear_bytes', 'engine_run',
            'run_in_subprocess', 'sweep', 'long_prompts', 'demo_prompts', 'compare', 'format_table', 'demo', 'demo_cli']
 
-# %% ../nbs/11_demo.ipynb #94c45835
+# %% ../nbs/11_demo.ipynb #00cfa549
 import json, os, subprocess, sys, tempfile, time, threading
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
-# %% ../nbs/11_demo.ipynb #bb9c24b7
+# %% ../nbs/11_demo.ipynb #d6e34cf3
 @dataclass
 class RunSpec:
     "One engine run: `name`, served `model` directory, `k` speculative tokens (0 = plain decoding), extra `env` (mtp_lit options)."
@@ -24,7 +24,7 @@ class RunSpec:
     max_model_len: int = 1024
     engine_args: dict = field(default_factory=dict)
 
-# %% ../nbs/11_demo.ipynb #e7f7630a
+# %% ../nbs/11_demo.ipynb #492cdc98
 def acceptance(metrics: dict, k: int) -> dict:
     """Acceptance figures from vLLM's spec-decode counters (`LLM.get_metrics()` names, see above).
 
@@ -38,7 +38,7 @@ def acceptance(metrics: dict, k: int) -> dict:
     return {'drafts': d, 'draft_tokens': dt, 'accepted': a, 'acceptance_rate': a / dt if dt else 0.0,
             'mean_acceptance_length': 1 + a / d if d else 1.0, 'per_position': [x / d if d else 0.0 for x in per]}
 
-# %% ../nbs/11_demo.ipynb #0f4ceb8d
+# %% ../nbs/11_demo.ipynb #353db867
 class DraftInspector:
     "vLLM worker extension (`worker_extension_cls`): `collective_rpc('mtp_lit_inspect_draft')` describes the loaded draft."
     def mtp_lit_inspect_draft(self) -> dict:
@@ -135,7 +135,7 @@ def engine_run(spec: RunSpec) -> dict:
         res['target_windows'] = llm.collective_rpc('mtp_lit_target_windows')[0]
     return res
 
-# %% ../nbs/11_demo.ipynb #a3f655b4
+# %% ../nbs/11_demo.ipynb #d8b5d217
 _PHASES = [('Starting to load model', 'loading target'), ('Loading drafter model', 'loading draft'), ('mtp_lit: ', None),
            ('KV cache', 'allocating KV cache'), ('mtp_lit-phase: generating', 'generating')]
 
@@ -181,7 +181,7 @@ def _has_cuda() -> bool:
         return torch.cuda.is_available()
     except ImportError: return False
 
-# %% ../nbs/11_demo.ipynb #0b123ae6
+# %% ../nbs/11_demo.ipynb #388a5189
 def sweep(specs: list, log_dir=None, quiet=False) -> list[dict]:
     "Run `specs` (the first must be plain decoding, k=0) and return `compare` rows plus each run's draft-head time (`logits_ms`)."
     results = [run_in_subprocess(s, log_dir=log_dir, quiet=quiet) for s in specs]
@@ -204,7 +204,7 @@ def long_prompts(model, n_tokens: int = 1536, n: int = 4) -> list[str]:
         if len(out) == n: return out
     raise ValueError(f"only {len(out)} held-out files have {n_tokens} tokens")
 
-# %% ../nbs/11_demo.ipynb #109f1035
+# %% ../nbs/11_demo.ipynb #af28b47a
 def demo_prompts(n: int = 8) -> list[str]:
     "The demo's prompts: the first function of `n` held-out files of the training corpus, fixed in `mtp_lit/data/demo_prompts.json`."
     d = json.loads((Path(__file__).parent / 'data' / 'demo_prompts.json').read_text())
@@ -249,7 +249,7 @@ def format_table(rows: list[dict]) -> str:
                      f"{f(r['acceptance_rate'], '>7.3f')} {f(r['mean_acceptance_length'], '>5.2f')}  {pp:<22} {str(r['identical']):<9} {f(r['draft_linear_MB'], '>12.3f')}")
     return '\n'.join(lines)
 
-# %% ../nbs/11_demo.ipynb #053b1191
+# %% ../nbs/11_demo.ipynb #253fd756
 def demo(model=None, k: int = 3, max_tokens: int = 64, runs=('plain', 'mtp-bf16', 'mtp-fp8'), out='mtp_lit_demo.json',
          n_prompts: int = 8, log_dir=None, quiet=False) -> dict:
     """The main job: run `runs` (names of `RUNS`) on `model` (default: the embedded trained checkpoint

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['COMMANDS', 'usage', 'main']
 
-# %% ../nbs/12_cli.ipynb #44485f0d
+# %% ../nbs/12_cli.ipynb #ebb90485
 import importlib, sys
 
 COMMANDS = {
@@ -15,6 +15,7 @@ COMMANDS = {
     'fuse-experts': ('mtp_lit.convert:fuse_experts_cli', 'rewrite MTP routed experts between split and fused layouts'),
     'draft-vocab': ('mtp_lit.draft_vocab:draft_vocab_cli', 'build the vocab-truncated draft head from a corpus'),
     'bench': ('mtp_lit.bench:bench_cli', 'one draft step at real shapes on a GPU, BF16 vs FP8, as ms and fraction of roofline'),
+    'train': ('mtp_lit.train:train_cli', 'retrain the embedded tiny Qwen3.5 (dense or MoE) and its MTP layer on the stdlib corpus'),
 }
 
 def usage() -> str:

@@ -9,12 +9,13 @@ __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts'
            'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
-import errno, json, os, shutil, signal, sys, warnings
+import json, os, shutil, warnings
 from pathlib import Path
 from typing import NamedTuple
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+from .ckpt_io import atomic_dir, link_or_copy, run_cli, st_order, tensor_entry, write_safetensors
 
 # %% ../nbs/09_draft_vocab.ipynb #21fcff8f
 def corpus_paths(paths, pattern: str = '**/*') -> list:
@@ -257,25 +258,18 @@ def _write_json(path: Path, obj):
     "Write JSON to a temporary sibling, then `os.replace` it over `path` (atomic; never edits a hard-linked file in place)."
     tmp = _tmp_name(path); tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + '\n'); os.replace(tmp, path)
 
-_ST_DTYPES = {torch.int64: 'I64', torch.bfloat16: 'BF16', torch.float16: 'F16', torch.float32: 'F32'}
+_ST_DTYPES = (torch.int64, torch.bfloat16, torch.float16, torch.float32)
 
 def _write_tensors(path: Path, tensors: dict, metadata: dict):
-    """Write `tensors` to `path` (temporary sibling + `os.replace`) with `mtp_lit.convert.write_safetensors`: the bytes of
+    """Write `tensors` to `path` (temporary sibling + `os.replace`) with `ckpt_io.write_safetensors`: the bytes of
     `save_file` but a deterministic header (`save_file` writes `__metadata__` in hash order: two runs would differ)."""
-    from mtp_lit.convert import TensorOut, st_order, write_safetensors
-    ents = []
     for n, t in tensors.items():
         if t.dtype not in _ST_DTYPES: raise ValueError(f"{path}: tensor {n!r} has dtype {t.dtype}; expected one of {list(_ST_DTYPES)}")
-        b = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        ents.append(TensorOut(n, _ST_DTYPES[t.dtype], list(t.shape), len(b), lambda b=b: iter([b])))
-    tmp = _tmp_name(path); write_safetensors(tmp, st_order(ents), metadata); os.replace(tmp, path)
+    tmp = _tmp_name(path); write_safetensors(tmp, st_order([tensor_entry(n, t) for n, t in tensors.items()]), metadata); os.replace(tmp, path)
 
 def _link_tree(src: Path, dst: Path):
-    "Hard-link (or copy, across file systems) every file of `src` into a new directory `dst`."
-    def link(s, d):
-        try: os.link(s, d)
-        except OSError: shutil.copy2(s, d)
-    shutil.copytree(src, dst, copy_function=link)
+    "Hard-link (or copy, across file systems) every file of `src` into a new directory `dst` (`ckpt_io.link_or_copy`)."
+    shutil.copytree(src, dst, copy_function=link_or_copy)
 
 def _read_rows(ckpt: Path, fname: str, name: str, ids: torch.Tensor) -> torch.Tensor:
     with _st_open(ckpt / fname) as f:
@@ -297,87 +291,22 @@ def _install_draft_vocab(dst: Path, config: dict, tensors: dict, record: dict):
     if not tensors and f.exists(): f.unlink()
 
 # %% ../nbs/09_draft_vocab.ipynb #f88658f6
-def _free_bytes(path) -> int:
-    "Free bytes on the file system of `path` (a hook the tests replace)."
-    return shutil.disk_usage(path).free
-
-def _pid_alive(pid: int) -> bool:
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: return True
-    return True
-
-def _clean_stale(dst: Path) -> list:
-    """Remove `.DST.tmp-PID` / `.DST.old-PID` siblings left by dead processes (renaming an `.old-PID` back to `dst` first
-    if `dst` is missing: a fallback swap interrupted between its two renames). Returns what was removed or restored."""
-    done = []
-    for p in sorted(dst.parent.glob(f'.{dst.name}.old-*')) + sorted(dst.parent.glob(f'.{dst.name}.tmp-*')):
-        pid = p.name.rsplit('-', 1)[-1]
-        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)): continue
-        if '.old-' in p.name and not dst.exists(): os.rename(p, dst); done.append(dst); continue
-        shutil.rmtree(p, ignore_errors=True); done.append(p)
-    return done
-
-def _exchange(a: Path, b: Path) -> bool:
-    "Atomically swap directory entries `a` and `b` (Linux `renameat2(..., RENAME_EXCHANGE)`); False where unavailable."
-    if not sys.platform.startswith('linux'): return False
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = getattr(libc, 'renameat2', None)
-    if fn is None: return False
-    AT_FDCWD, RENAME_EXCHANGE = -100, 2
-    if fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0: return True
-    e = ctypes.get_errno()
-    if e in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP): return False   # kernel / file system without RENAME_EXCHANGE
-    raise OSError(e, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(e)}")
-
-def _fsync_dir(d: Path):
-    try:
-        fd = os.open(d, os.O_RDONLY)
-        try: os.fsync(fd)
-        finally: os.close(fd)
-    except OSError: pass
-
-def _fsync_tree(d: Path):
-    """fsync the new files of tree `d` (those not hard-linked from the source: link count 1) and every directory, deepest
-    first. Hard-linked files are the source's own bytes: their durability is the source's."""
-    for p in sorted(d.rglob('*'), key=lambda p: -len(p.parts)) + [d]:
-        if p.is_dir() or p.stat().st_nlink == 1: _fsync_dir(p)
-
 def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None) -> Path:
     """Write the draft vocabulary (`tensors`, `record`) into a complete copy of checkpoint `ckpt` and put it in place in
-    one atomic step (see above): at `out` (must not exist), or over `ckpt` itself when `out` is None. Returns the
-    destination. Raises `FileExistsError` for an existing `out` and `OSError(ENOSPC)` (needed vs free bytes) before
-    writing anything."""
+    one atomic step (`ckpt_io.atomic_dir`, see above): at `out` (must not exist), or over `ckpt` itself when `out` is
+    None. Returns the destination. Raises `FileExistsError` for an existing `out` and `OSError(ENOSPC)` (needed vs free
+    bytes) before writing anything."""
     ckpt = Path(ckpt).resolve()
     dst = ckpt if out is None else Path(out).absolute()
     if out is not None and dst.exists(): raise FileExistsError(f"--out {out} already exists")
     dst.parent.mkdir(parents=True, exist_ok=True)
-    _clean_stale(dst)
     files = [p for p in ckpt.rglob('*') if p.is_file()]
     needed = 4096 + sum(t.numel() * t.element_size() + 256 for t in tensors.values())
     needed += sum(p.stat().st_size for p in files if p.name in ('config.json', _INDEX))
     if os.stat(ckpt).st_dev != os.stat(dst.parent).st_dev: needed += sum(p.stat().st_size for p in files)  # copied, not linked
-    free = _free_bytes(dst.parent)
-    if needed > free:
-        raise OSError(errno.ENOSPC, f"not enough free disk space for {dst}: need {needed} bytes ({needed / 2**20:.1f} MiB), "
-                                    f"{free} bytes ({free / 2**20:.1f} MiB) free on {dst.parent}")
-    tmp = dst.with_name(f'.{dst.name}.tmp-{os.getpid()}')
-    if tmp.exists(): shutil.rmtree(tmp)
-    try:
+    with atomic_dir(dst, needed, replace=out is None, hidden=True) as tmp:
         _link_tree(ckpt, tmp)
         _install_draft_vocab(tmp, config, tensors, record)
-        _fsync_tree(tmp)
-        if out is not None: os.rename(tmp, dst)
-        elif not _exchange(tmp, dst):          # fallback: two renames; _clean_stale restores an orphaned .old-PID
-            old = dst.with_name(f'.{dst.name}.old-{os.getpid()}')
-            os.rename(dst, old)
-            try: os.rename(tmp, dst)
-            except BaseException: os.rename(old, dst); raise
-            os.rename(old, tmp)
-        _fsync_dir(dst.parent)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)   # the unfinished new tree, or (in place) the old one
     return dst
 
 # %% ../nbs/09_draft_vocab.ipynb #3891fe2e
@@ -536,8 +465,6 @@ def parse_draft_vocab_size(s: str, vocab_size: int) -> int:
         return int(t)
     except (ValueError, ZeroDivisionError): raise ValueError(f"--size {s!r}: expected a number of tokens or V, V/2, V/4, ...") from None
 
-class _Terminated(Exception): pass
-
 def draft_vocab_cli(argv: list | None = None) -> int:
     """`mtp-lit draft-vocab`: build a vocab-truncated draft head into a checkpoint (or a variant with --out). Returns the
     exit code: 0, 1 (an error, printed), 130 / 143 (SIGINT / SIGTERM: the temporary tree is removed, nothing written)."""
@@ -553,9 +480,7 @@ def draft_vocab_cli(argv: list | None = None) -> int:
     ap.add_argument('--batch-size', type=int, default=64, help='files per tokenizer batch')
     ap.add_argument('--no-progress', action='store_true', help='no progress bar')
     a = ap.parse_args(argv)
-    def on_term(signum, frame): raise _Terminated(f"terminated by signal {signum}")
-    old = signal.signal(signal.SIGTERM, on_term) if hasattr(signal, 'SIGTERM') else None
-    try:
+    def run():
         cfg = json.loads((Path(a.ckpt) / 'config.json').read_text())
         V = int(_text_config(cfg)['vocab_size'])
         K = parse_draft_vocab_size(a.size, V)
@@ -563,12 +488,6 @@ def draft_vocab_cli(argv: list | None = None) -> int:
                                 progress=not a.no_progress)
         load_draft_vocab(dst)
         sec = json.loads((dst / 'config.json').read_text())['mtp_lit']
-    except KeyboardInterrupt: print("mtp-lit draft-vocab: interrupted; nothing written", file=sys.stderr); return 130
-    except _Terminated as e: print(f"mtp-lit draft-vocab: {e}; nothing written", file=sys.stderr); return 143
-    except (ValueError, OSError, KeyError) as e:
-        print(f"mtp-lit draft-vocab: error: {e}", file=sys.stderr); return 1
-    finally:
-        if old is not None: signal.signal(signal.SIGTERM, old)
-    print(f"{dst}: draft vocab K={K} of V={V} ({K / V:.1%} of the head rows), coverage {sec['draft_vocab_coverage']:.4f} "
-          f"({sec['draft_vocab_corpus']})")
-    return 0
+        return (f"{dst}: draft vocab K={K} of V={V} ({K / V:.1%} of the head rows), coverage {sec['draft_vocab_coverage']:.4f} "
+                f"({sec['draft_vocab_corpus']})")
+    return run_cli(run, 'mtp-lit draft-vocab', errors=(ValueError, OSError, KeyError))

@@ -107,7 +107,7 @@ def test_corrupt_header(root):
     ck = _sharded(root, 'garbage')
     (ck / 'model-00001-of-00002.safetensors').write_bytes(b'\x10\x00\x00\x00\x00\x00\x00\x00{not json!!!!!!!}' + bytes(64))
     f = re.escape(str(ck / 'model-00001-of-00002.safetensors'))
-    with pytest.raises(ValueError, match=f + ': header is not JSON'): quantize(ck, root / 'never', progress=False)
+    with pytest.raises(ValueError, match=f + ': header is not valid JSON'): quantize(ck, root / 'never', progress=False)
     with pytest.raises(ValueError, match=f + ': header is not valid JSON'): inspect_checkpoint(ck)
     (ck / 'model-00001-of-00002.safetensors').write_bytes(b'\xff' * 8 + b'{}')         # absurd header length
     with pytest.raises(ValueError, match=f + r': header length \d+ does not fit the file \(10 bytes\)'):

@@ -72,6 +72,7 @@ def mixed_import_cells(nb_path: Path) -> list[str]:
         if c.get('cell_type') != 'code': continue
         opts, code = cell_options(_src(c.get('source', '')))
         if {'export', 'exports', 'exporti', 'exec_doc'} & set(opts) or _false(opts.get('eval', True)): continue
+        if 'nbdev_export' + '()' in code: continue          # nbdev never runs these (processors._do_eval)
         try: tree = ast.parse('\n'.join(l for l in code.split('\n') if not l.lstrip().startswith(('%', '!'))))
         except SyntaxError: continue
         nodes = list(ast.walk(tree))

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['quantize_experts', 'fp8_moe', 'Fp8DraftMoEMethod']
 
-# %% ../nbs/07a_draft_moe.ipynb #a4d66d26
+# %% ../nbs/07a_draft_moe.ipynb #c3c43c8f
 import torch
 from torch import nn
 from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
@@ -16,7 +16,7 @@ from .options import DraftQuantPlan
 from .fp8 import quantize_fp8
 from .draft_linear import fp8_linear, _SENTINEL
 
-# %% ../nbs/07a_draft_moe.ipynb #260480d5
+# %% ../nbs/07a_draft_moe.ipynb #cb81e93d
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
     "Per-shard scales `[E, n_shards]` (or `[E]`, `[E, 1]`) repeated over each shard's rows: float32 `[E, sum(widths)]`."
     s = s.float().reshape(s.shape[0], -1)
@@ -43,7 +43,7 @@ def quantize_experts(w: torch.Tensor, scheme: str, block=None, scale_fmt: str = 
     parts = [quantize_fp8(p, 'per-tensor', scale_fmt=scale_fmt, name=name) for p in w.chunk(shards, 1)]
     return torch.cat([q for q, _ in parts], 1), _rows(torch.cat([s for _, s in parts], 1), [N // shards] * shards)
 
-# %% ../nbs/07a_draft_moe.ipynb #ea77f735
+# %% ../nbs/07a_draft_moe.ipynb #0f9d4441
 _ACT = {MoEActivation.SILU: torch.nn.functional.silu, MoEActivation.GELU: torch.nn.functional.gelu,
         MoEActivation.GELU_TANH: lambda x: torch.nn.functional.gelu(x, approximate='tanh')}
 
@@ -70,7 +70,7 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
         out.index_add_(0, tok, y if apply_router_weight_on_input else y * we)
     return out.to(x.dtype)
 
-# %% ../nbs/07a_draft_moe.ipynb #2f0e3416
+# %% ../nbs/07a_draft_moe.ipynb #ff25fc45
 class Fp8DraftMoEMethod(FusedMoEMethodBase):
     """FP8 e4m3 routed experts of one draft MoE layer (vLLM `RoutedExperts`), computed by `fp8_moe` (W8A16) on any device.
 
@@ -82,7 +82,8 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
     [E, H, 1], block `w13_weight_scale_inv` [E, ceil(2I/bn), ceil(H/bk)] / `w2_weight_scale_inv` [E, ceil(H/bn), ceil(I/bk)]
     (names and attributes of vLLM's `Fp8MoEMethod`). After loading: `w13_weight`, `w2_weight` float8_e4m3fn and
     `w13_weight_scale`, `w2_weight_scale` float32 as `quantize_experts` returns them. Raises `ValueError` naming the layer for a
-    plan that is not FP8, an ungated MLP, an unsupported activation, or a scale still at vLLM's sentinel after loading."""
+    plan that is not FP8, an ungated MLP, an unsupported activation, a block size that does not divide the experts' rows per
+    projection (saying what to do instead), or a scale still at vLLM's sentinel after loading."""
     def __init__(self, plan: DraftQuantPlan, moe, prefix: str = ''):
         super().__init__(moe)
         if not plan.fp8: raise ValueError(f"{prefix}: Fp8DraftMoEMethod needs an FP8 plan, got mode={plan.mode!r}")
@@ -101,6 +102,13 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
         for nm, shape in (('w13_weight', (E, 2 * I, H)), ('w2_weight', (E, H, I))):
             p = nn.Parameter(torch.empty(shape, dtype=wdt), requires_grad=False)
             layer.register_parameter(nm, p); set_weight_attrs(p, extra)
+        if self.block and I % self.block[0]:
+            how = (f"the online block scheme uses {self.block[0]}x{self.block[1]} blocks" if self.plan.mode == 'fp8-online'
+                   else f"the checkpoint's mtp_quant_block_size is {list(self.block)}")
+            fix = ("use MTP_FP8_SCHEME=per-channel, or serve a checkpoint converted with `mtp-lit quantize --scheme block --block B B`"
+                   if self.plan.mode == 'fp8-online' else "convert the checkpoint again with `mtp-lit quantize --block B B`")
+            raise ValueError(f"{self.prefix}: {how}, which does not divide the experts' {I} rows per projection (a block would mix "
+                             f"gate and up rows); {fix} for a B dividing {I}")
         if self.plan.mode == 'fp8-online': return
         cdiv = lambda a, b: -(-a // b)
         if self.scheme == 'per-tensor':
@@ -109,7 +117,6 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
             kind, suffix, shapes = FusedMoeWeightScaleSupported.CHANNEL, '_weight_scale', {'w13': (E, 2 * I, 1), 'w2': (E, H, 1)}
         else:
             (bn, bk), kind, suffix = self.block, FusedMoeWeightScaleSupported.BLOCK, '_weight_scale_inv'
-            if I % bn: raise ValueError(f"{self.prefix}: block size {bn} does not divide the experts' {I} rows per projection")
             shapes = {'w13': (E, cdiv(2 * I, bn), cdiv(H, bk)), 'w2': (E, cdiv(H, bn), cdiv(I, bk))}
         for stem, shape in shapes.items():
             p = nn.Parameter(torch.full(shape, _SENTINEL, dtype=torch.float32), requires_grad=False)

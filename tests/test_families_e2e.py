@@ -1,9 +1,10 @@
-"""Every MTP architecture vLLM 0.32 serves, with its draft in FP8 (`MTP_FP8=1`), on real vLLM CPU.
+"""Every row of `mtp_lit.plugin.DRAFTS` (Qwen3.5 dense and MoE, Qwen3-Next, DeepSeek-V3, GLM-4.5, GLM-4.7-Flash, MiMo) with its
+draft in FP8 (`MTP_FP8=1`), on real vLLM CPU.
 
 Checkpoints: `tiny_families.build` (random weights, real tensor names, a target close to a token permutation and a draft that
 predicts it), so the winning logits are clear: greedy output is the permutation chain, which is also what plain decoding gives
 (`test_permutation_target_is_plain_greedy` checks that once), and acceptance is ≈ 1 exactly when the FP8 draft's weights were
-loaded under the right names and are used. One engine per family (~40-80 s each on a 2-core machine)."""
+loaded under the right names and are used. One engine per family (~30-60 s each on a 2-core machine); 9 engines, ~4.5 min."""
 import sys
 from pathlib import Path
 import pytest
@@ -16,10 +17,10 @@ PROMPTS = demo_prompts(2)
 N = 24
 INSPECT = {'worker_extension_cls': 'mtp_lit.plugin.Fp8DraftInspector'}
 DRAFT_CLASS = {'qwen3_5': 'Qwen3_5MTP', 'qwen3_5_moe': 'Qwen3_5MoeMTP', 'qwen3_next': 'Qwen3NextMTP', 'deepseek_v3': 'DeepSeekMTP',
-               'glm4_moe': 'Glm4MoeMTP', 'mimo': 'MiMoMTP'}
-KEPT_BF16 = {'deepseek_v3': {'self_attn.kv_b_proj.weight'}}           # MLA's kv_b_proj is absorbed into attention: kept BF16
-PLAIN_LINEAR = {'deepseek_v3': 'eh_proj.weight', 'glm4_moe': 'eh_proj.weight', 'mimo': 'input_proj.weight'}
-MOE = {'qwen3_5_moe', 'qwen3_next', 'deepseek_v3', 'glm4_moe'}
+               'glm4_moe': 'Glm4MoeMTP', 'glm4_moe_lite': 'Glm4MoeLiteMTP', 'mimo': 'MiMoMTP'}
+KEPT_BF16 = {f: {'self_attn.kv_b_proj.weight'} for f in ('deepseek_v3', 'glm4_moe_lite')}   # MLA's kv_b_proj is absorbed into attention
+PLAIN_LINEAR = {'deepseek_v3': 'eh_proj.weight', 'glm4_moe': 'eh_proj.weight', 'glm4_moe_lite': 'eh_proj.weight', 'mimo': 'input_proj.weight'}
+MOE = {'qwen3_5_moe', 'qwen3_next', 'deepseek_v3', 'glm4_moe', 'glm4_moe_lite'}
 LINEAR = ('proj.weight', 'fc.weight', 'w13_weight', 'w2_weight')
 
 def expected():

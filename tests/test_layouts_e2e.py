@@ -101,7 +101,8 @@ def test_checkpoint_named_exclusions_remapped_for_the_draft(tmp_path):
     ck = tf.with_fp8_exclusions(tf.build('mimo', tmp_path / 'mimo'))
     r = run_in_subprocess(RunSpec('mimo-inherit', str(ck), 3, {}, PROMPTS[:2], 24, 512, engine_args=INSPECT), log_dir=tmp_path, quiet=True)
     log = Path(r['log']).read_text()
-    assert "exclusions remapped to the draft's modules, added ignored_layers 'model.layers.1.self_attn.qkv_proj'" in log
+    line = next(l for l in log.splitlines() if "exclusions remapped to the draft's modules" in l)
+    assert "ignored_layers 'model.layers.1.self_attn.qkv_proj'" in line and "ignored_layers 'model.layers.1.mlp.gate_up_proj'" in line
     assert 'float8_e4m3fn' not in r['draft']['param_dtypes'].values()
     assert r['tokens'] == _expected(24) and r['acceptance']['acceptance_rate'] > 0.95
 

@@ -46,6 +46,12 @@ CONFIGS = {
                      n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=0, n_group=1, topk_group=1,
                      norm_topk_prob=True, routed_scaling_factor=1.0, attention_bias=True, use_qk_norm=False,
                      partial_rotary_factor=0.5, rope_theta=10000.0, topk_method='noaux_tc'),
+    'glm4_moe_lite': dict(architectures=['Glm4MoeLiteForCausalLM'], model_type='glm4_moe_lite', num_hidden_layers=1,   # GLM-4.7-Flash: MLA
+                          num_nextn_predict_layers=1, num_attention_heads=2, num_key_value_heads=2, q_lora_rank=128, kv_lora_rank=512,
+                          qk_rope_head_dim=64, qk_nope_head_dim=64, v_head_dim=64, intermediate_size=256, moe_intermediate_size=128,
+                          n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=0, n_group=1, topk_group=1,
+                          topk_method='noaux_tc', norm_topk_prob=True, routed_scaling_factor=1.0, partial_rotary_factor=1.0,
+                          rope_theta=10000.0, rope_scaling=None, attention_bias=False),
     'mimo': dict(architectures=['MiMoForCausalLM'], model_type='qwen2',   # the real one: 'mimo' + remote code; vLLM keys on the architecture
                  num_hidden_layers=1, num_nextn_predict_layers=1,   # Qwen2 attention: head_dim = hidden / heads
                  num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=256, attention_bias=True,

@@ -280,7 +280,7 @@ _PROC_HINT = """While processing a notebook for the docs, nbdev executes its exp
 every cell that contains an import, in a fresh kernel and in order; other cells are not run. A cell that
 imports something and also uses names made by earlier non-exported cells therefore fails here (nbdev's FAQ:
 "Found cells containing imports and other code"). Fix: move the import into a cell of its own (or into the
-imports cell at the top) so the failing cell has no import statement."""
+imports cell at the top) so the failing cell has no import statement: tools/site/split_imports.py NB does it."""
 
 def error_nb(name: str, err: str) -> dict:
     "A stand-in processed notebook for one nbdev could not process: the error, as an error output (the test fails on it)."
@@ -537,7 +537,7 @@ class Site:
         for e, page in self.pages.items():
             mixed = mixed_import_cells(self.nbs/e)
             if mixed: page.warnings.append(f'cells {", ".join(m.split(":")[0][5:] for m in mixed)} mix imports with other code '
-                                           '(nbdev runs them while building the docs)')
+                                           '(nbdev runs them while building the docs; fix: tools/site/split_imports.py)')
 
     def _load(self, e):
         if not e.endswith('.ipynb'): return

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['quantize_experts', 'fp8_moe', 'Fp8DraftMoEMethod']
 
-# %% ../nbs/07a_draft_moe.ipynb #c3c43c8f
+# %% ../nbs/07a_draft_moe.ipynb #8eaa913d
 import torch
 from torch import nn
 from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
@@ -16,7 +16,7 @@ from .options import DraftQuantPlan
 from .fp8 import quantize_fp8
 from .draft_linear import fp8_linear, _SENTINEL
 
-# %% ../nbs/07a_draft_moe.ipynb #cb81e93d
+# %% ../nbs/07a_draft_moe.ipynb #6e675964
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
     "Per-shard scales `[E, n_shards]` (or `[E]`, `[E, 1]`) repeated over each shard's rows: float32 `[E, sum(widths)]`."
     s = s.float().reshape(s.shape[0], -1)
@@ -43,34 +43,40 @@ def quantize_experts(w: torch.Tensor, scheme: str, block=None, scale_fmt: str = 
     parts = [quantize_fp8(p, 'per-tensor', scale_fmt=scale_fmt, name=name) for p in w.chunk(shards, 1)]
     return torch.cat([q for q, _ in parts], 1), _rows(torch.cat([s for _, s in parts], 1), [N // shards] * shards)
 
-# %% ../nbs/07a_draft_moe.ipynb #0f9d4441
+# %% ../nbs/07a_draft_moe.ipynb #bb56b6e8
 _ACT = {MoEActivation.SILU: torch.nn.functional.silu, MoEActivation.GELU: torch.nn.functional.gelu,
         MoEActivation.GELU_TANH: lambda x: torch.nn.functional.gelu(x, approximate='tanh')}
 
 def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=MoEActivation.SILU, expert_map=None,
-            apply_router_weight_on_input: bool = False) -> torch.Tensor:
+            apply_router_weight_on_input: bool = False, dense: bool | None = None) -> torch.Tensor:
     """Routed-expert output `[T, H]` (in `x.dtype`) for tokens `x` [T, H] and FP8 experts.
 
     `w13` [E, 2I, H] (gate rows, then up rows) and `w2` [E, H, I] float8_e4m3fn with scales as `quantize_experts` returns them
     (row `[E, N]`, or block `[E, ., .]` with `block=(bn, bk)`); `topk_weights` [T, k] float and `topk_ids` [T, k] int from
     vLLM's router (global expert ids; `expert_map` maps them to this rank's, -1 = on another rank); `activation` a vLLM
     `MoEActivation` (SiLU, GELU, GELU-tanh); `apply_router_weight_on_input` scales the input instead of the output, as vLLM's
-    flag of that name. Accumulates in float32. Raises `ValueError` for another activation."""
+    flag of that name. `dense`: run every local expert on all tokens with fixed shapes (default: only while a CUDA graph is being
+    captured). Accumulates in float32. Raises `ValueError` for another activation."""
     if activation not in _ACT: raise ValueError(f"FP8 draft experts: activation {activation} is not supported (SiLU, GELU only)")
     act, ids = _ACT[activation], topk_ids.long()
     if expert_map is not None: ids = expert_map[ids].long()
+    if dense is None: dense = x.is_cuda and torch.cuda.is_current_stream_capturing()
     out = torch.zeros(x.shape[0], w2.shape[1], dtype=torch.float32, device=x.device)
-    for e in ids.unique().tolist():
+    for e in (range(w13.shape[0]) if dense else ids.unique().tolist()):
         if e < 0: continue
-        tok, slot = (ids == e).nonzero(as_tuple=True)
-        xe, we = x[tok], topk_weights[tok, slot].float()[:, None]
+        if dense: xe, we = x, (topk_weights.float() * (ids == e)).sum(-1, keepdim=True)    # weight 0: not routed to e
+        else:
+            tok, slot = (ids == e).nonzero(as_tuple=True)
+            xe, we = x[tok], topk_weights[tok, slot].float()[:, None]
         if apply_router_weight_on_input: xe = (xe.float() * we).to(x.dtype)
         gt, ut = fp8_linear(xe, w13[e], s13[e], block).chunk(2, -1)
         y = fp8_linear(act(gt) * ut, w2[e], s2[e], block).float()
-        out.index_add_(0, tok, y if apply_router_weight_on_input else y * we)
+        y = y if apply_router_weight_on_input else y * we
+        if dense: out += y
+        else: out.index_add_(0, tok, y)
     return out.to(x.dtype)
 
-# %% ../nbs/07a_draft_moe.ipynb #ff25fc45
+# %% ../nbs/07a_draft_moe.ipynb #54ae7552
 class Fp8DraftMoEMethod(FusedMoEMethodBase):
     """FP8 e4m3 routed experts of one draft MoE layer (vLLM `RoutedExperts`), computed by `fp8_moe` (W8A16) on any device.
 

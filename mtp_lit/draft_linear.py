@@ -30,7 +30,12 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, block
 
     `scale`: float32 `[N]` (one per output row: per-tensor or per-channel) or, with `block=(bn, bk)`, the block
     scales `[ceil(N/bn), ceil(K/bk)]`. `x`: [..., K] in BF16/FP16/FP32; returns [..., N] in `x.dtype`.
-    The row-scale product is taken in float32 after the matmul (exact conversion e4m3 → x.dtype first)."""
+    The row-scale product is taken in float32 after the matmul (exact conversion e4m3 → x.dtype first). On CUDA the
+    Triton kernel of `mtp_lit.kernels` runs instead (e4m3 weights read once, widened in registers; it falls back to
+    torch itself where Triton cannot run)."""
+    if x.is_cuda:
+        from mtp_lit.kernels import fp8_linear as kernel_fp8_linear
+        return kernel_fp8_linear(x, weight, scale, bias, block_size=block or (128, 128))
     if block is None:
         y = (torch.nn.functional.linear(x, weight.to(x.dtype)).float() * scale).to(x.dtype)
     else:

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['quantize_experts', 'fp8_moe', 'Fp8DraftMoEMethod']
 
-# %% ../nbs/07a_draft_moe.ipynb #8eaa913d
+# %% ../nbs/07a_draft_moe.ipynb #455b31ad
 import torch
 from torch import nn
 from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
@@ -16,7 +16,7 @@ from .options import DraftQuantPlan
 from .fp8 import quantize_fp8
 from .draft_linear import fp8_linear, _SENTINEL
 
-# %% ../nbs/07a_draft_moe.ipynb #6e675964
+# %% ../nbs/07a_draft_moe.ipynb #6750e592
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
     "Per-shard scales `[E, n_shards]` (or `[E]`, `[E, 1]`) repeated over each shard's rows: float32 `[E, sum(widths)]`."
     s = s.float().reshape(s.shape[0], -1)
@@ -43,7 +43,7 @@ def quantize_experts(w: torch.Tensor, scheme: str, block=None, scale_fmt: str = 
     parts = [quantize_fp8(p, 'per-tensor', scale_fmt=scale_fmt, name=name) for p in w.chunk(shards, 1)]
     return torch.cat([q for q, _ in parts], 1), _rows(torch.cat([s for _, s in parts], 1), [N // shards] * shards)
 
-# %% ../nbs/07a_draft_moe.ipynb #bb56b6e8
+# %% ../nbs/07a_draft_moe.ipynb #0a0b29bd
 _ACT = {MoEActivation.SILU: torch.nn.functional.silu, MoEActivation.GELU: torch.nn.functional.gelu,
         MoEActivation.GELU_TANH: lambda x: torch.nn.functional.gelu(x, approximate='tanh')}
 
@@ -76,7 +76,7 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
         else: out.index_add_(0, tok, y)
     return out.to(x.dtype)
 
-# %% ../nbs/07a_draft_moe.ipynb #54ae7552
+# %% ../nbs/07a_draft_moe.ipynb #8c17bfc2
 class Fp8DraftMoEMethod(FusedMoEMethodBase):
     """FP8 e4m3 routed experts of one draft MoE layer (vLLM `RoutedExperts`), computed by `fp8_moe` (W8A16) on any device.
 

@@ -84,6 +84,7 @@ class DraftBuild:
     fused_experts: set = field(default_factory=set)   # checkpoint stems `P.experts` stored fused (gate_up_proj), seen while loading
     swapped: list = field(default_factory=list)       # plain nn.Linear modules replaced by vLLM linears
     notes: list = field(default_factory=list)         # what the layout checks found and fixed (logged)
+    target_quantized: bool = False   # the draft inherits a quantized target's config (packed integer tensors are then legal)
     _tensors: dict | None = None
 
     @property
@@ -113,6 +114,7 @@ class DraftBuild:
         if opts.draft_window_sinks:
             raise ValueError(f"{opts.sources.get('draft_window_sinks')}: attention-sink tokens are not supported by vLLM's "
                              "sliding-window KV cache; use a plain window (sinks 0)")
+        b.target_quantized = b.plan.mode == 'inherit' and vllm_config.quant_config is not None
         b.keep = row.keep_unquantized
         if b.plan.fp8 and b.config:
             kept = fp8_storage(b)
@@ -122,6 +124,9 @@ class DraftBuild:
         return b
 
 # %% ../nbs/06_plugin.ipynb #a6f09e90
+import json
+from pathlib import Path
+
 def _none():
     from mtp_lit.options import MtpQuant
     return MtpQuant()
@@ -132,10 +137,15 @@ def _load_draft_vocab(b: 'DraftBuild'):
     `b.vocab_names` so that loading skips them even when the head is off."""
     if not b.model_dir or not b.config: return None
     from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names
+    from mtp_lit.draft_vocab import LEGACY_IDS_FILE
     sec = b.config.get('mtp_lit') or {}
-    if 'draft_vocab_size' not in sec: return None
+    legacy = (Path(b.model_dir) / LEGACY_IDS_FILE).exists()
+    if 'draft_vocab_size' not in sec and not legacy: return None
     b.vocab_names = draft_vocab_tensor_names(b.config)
-    return load_draft_vocab(b.model_dir, b.config) if b.opts.draft_vocab else None
+    if not b.opts.draft_vocab: return None
+    dv = load_draft_vocab(b.model_dir, b.config if not legacy else None)   # a legacy .pt is converted (weights_only) on first use
+    if legacy: b.config = json.loads((Path(b.model_dir) / 'config.json').read_text())
+    return dv
 
 # %% ../nbs/06_plugin.ipynb #7b7634c3
 def draft_tensors(model_dir, config: dict) -> dict:
@@ -390,11 +400,52 @@ def _mark_fused_experts(b: 'DraftBuild', draft) -> None:
         raise RuntimeError(f"{b.key}: fused experts {sorted(b.fused_experts)} in the checkpoint match no FP8 expert layer "
                            f"({', '.join(m.layer_name for m in layers)})")
 
+def _poison(draft, names) -> None:
+    "Fill the draft's own float parameters `names` with NaN (e4m3: its NaN byte 0x7F) so that any element no checkpoint tensor writes stays detectable."
+    import torch
+    for n, p in draft.named_parameters():
+        if n not in names: continue
+        if p.dtype == torch.float8_e4m3fn: p.data.view(torch.uint8).fill_(0x7F)
+        else: p.data.fill_(float('nan'))
+
+def _unwritten(draft, names) -> list:
+    "Parameters among `names` with an element still NaN (never written, or NaN/inf in the checkpoint)."
+    import torch
+    bad = []
+    for n, p in draft.named_parameters():
+        if n not in names: continue
+        d = p.data
+        if d.dtype == torch.float8_e4m3fn: nan = ((d.view(torch.uint8) & 0x7F) == 0x7F).any()
+        else: nan = ~torch.isfinite(d).all()
+        if nan: bad.append(n)
+    return bad
+
+def _checked_names(draft, b) -> set:
+    "The draft's own float parameters that the checkpoint must write: not the target's shared embedding/head, not FP8 scales (sentinel-checked by their methods)."
+    import torch
+    floats = (torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn)
+    return {n for n, p in draft.named_parameters() if p.dtype in floats and not any(s in n for s in _SHARED_FROM_TARGET)
+            and not n.endswith(('_scale', '_scale_inv', 'input_scale'))}
+
 def _load_weights(self, weights):
     b = self._mtp_lit
     base = type(self).__mro__[1]
-    rows = {}
-    loaded = set(base.load_weights(self, checkpoint_stream(b, weights, rows)))
+    rows, cur = {}, {}
+    checked = _checked_names(self, b) if not b.target_quantized else set()
+    _poison(self, checked)
+    def stream():
+        import torch
+        for name, w in checkpoint_stream(b, weights, rows):
+            if not (w.is_floating_point() or b.target_quantized):
+                raise ValueError(f"checkpoint tensor {name}: dtype {w.dtype} where the {b.key} draft expects a float tensor")
+            cur.update(name=name, shape=list(w.shape), dtype=w.dtype)
+            yield name, w
+    try:
+        loaded = set(base.load_weights(self, stream()))
+    except (AssertionError, RuntimeError) as e:   # vLLM's loaders assert on shapes without naming the tensor
+        if not cur: raise
+        raise ValueError(f"checkpoint tensor {cur['name']} (shape {cur['shape']}, {cur['dtype']}) does not fit the {b.key} draft "
+                         f"from {b.model_dir}: {type(e).__name__}: {e}") from e
     _mark_fused_experts(b, self)
     if b.draft_head is not None:
         if 'rows' not in rows:
@@ -402,13 +453,19 @@ def _load_weights(self, weights):
                              "(is draft_vocab.safetensors listed in model.safetensors.index.json?)")
         b.draft_head.weight_loader(b.draft_head.weight, rows['rows'].to(b.draft_head.weight.dtype))
         loaded.add('draft_lm_head.weight')
-    if b.active:
-        missing = [n for n, _ in self.named_parameters() if n not in loaded and not any(s in n for s in _SHARED_FROM_TARGET)]
-        if missing:
-            why = '; '.join(f"{k} from {v}" for k, v in b.opts.sources.items()) or f"mtp_quant_algo {b.plan.mode}"
-            raise ValueError(f"mtp_lit options ({why}) need the draft's MTP layer, but {b.key} parameters were not found in "
-                             f"the checkpoint {b.model_dir}: {missing[:6]}{' ...' if len(missing) > 6 else ''}")
+    missing = [n for n, _ in self.named_parameters() if n not in loaded and not any(s in n for s in _SHARED_FROM_TARGET)]
+    if missing and (b.active or not b.target_quantized):
+        why = '; '.join(f"{k} from {v}" for k, v in b.opts.sources.items())
+        head = (f"mtp_lit options ({why}) need the draft's MTP layer, but " if why else
+                f"the {b.key} draft would run from uninitialised memory: ")
+        raise ValueError(f"{head}{b.key} parameters were not found in the checkpoint {b.model_dir}: "
+                         f"{missing[:6]}{' ...' if len(missing) > 6 else ''}")
+    bad = _unwritten(self, checked)
+    if bad:
+        raise ValueError(f"{b.key} draft from {b.model_dir}: parameters with elements no checkpoint tensor wrote, or NaN/inf in "
+                         f"the checkpoint: {bad[:6]}{' ...' if len(bad) > 6 else ''}")
     return loaded
+
 
 # %% ../nbs/06_plugin.ipynb #2777671f
 def make_draft_class(key: str) -> type:

@@ -459,9 +459,24 @@ def _covering(pats, m, cmode):
         if None not in hits: return min(hits)
     return None
 
+def _warn_unmatched(pats, mods, lay, cmode, vmode, key):
+    "Warn about a (non-regex) pattern whose literal head names an MTP layer of the draft but that matches none of its modules."
+    import warnings
+    layers = tuple(lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)) + tuple(lay.quant_prefix(i) for i in range(lay.num_mtp_layers))
+    for p in pats:
+        if p.startswith('re:') or vmode == 'regex' or '.experts.' in p: continue   # per-expert names: only experts 0, E-1 are listed
+        head = re.split(r'[*?\[]', p, maxsplit=1)[0]
+        if not any(head.startswith(x + '.') or x.startswith(head) and head.endswith('.') for x in layers): continue
+        names = [x for m in mods for x in (*m.shards, *m.fused_shards, m.vllm)]   # relaxed: exact, substring or wildcard
+        if any(_match(p, x, 'modelopt') or _match(p.rstrip('*'), x, 'substring') for x in names):
+            continue
+        warnings.warn(f"quant config {key}: exclusion pattern {p!r} names the MTP draft but matches none of its modules "
+                      f"(a typo leaves them quantized)", UserWarning, stacklevel=3)
+
 def _remap_patterns(pats, mods, lay, cmode, vmode, key):
     for p in pats:
         if not isinstance(p, str): raise ValueError(f"quant config {key}: entry {p!r} is not a string")
+    _warn_unmatched(pats, mods, lay, cmode, vmode, key)
     added = {}
     for m in mods:
         j = _covering(pats, m, cmode)
@@ -715,6 +730,15 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
                 if tuple(s.shape) != want:
                     gaps.append(Gap('scale_shape', s.name, f'shape {list(s.shape)}, expected {list(want)} for {list(t.shape)} in {qs.block_size[0]}x{qs.block_size[1]} blocks',
                                     'refuse to load: the block scales do not tile the weight', v))
+    if infos:   # unpacked weights (float or e4m3: one element per value) against the shapes config.json implies
+        try:
+            want = {}
+            for layout in ('split', 'fused'): want.update({w['name']: list(w['shape']) for w in synth_mtp_weights(lay, layout)})
+        except ValueError: want = {}                  # the config lacks a dimension: shapes cannot be checked
+        for t in infos:
+            if not t.is_scale and t.name in want and (t.dtype in FLOAT_DTYPES or t.dtype == 'F8_E4M3') and list(t.shape) != want[t.name]:
+                gaps.append(Gap('wrong_shape', t.name, f'shape {list(t.shape)}, config.json implies {want[t.name]}',
+                                'refuse to load: the tensor does not fit its draft parameter', t.vllm_module))
     return gaps
 
 def apply_gap_fixes(quant_config: dict | None, gaps) -> dict | None:

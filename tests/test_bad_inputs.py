@@ -154,8 +154,6 @@ def test_wrong_shape_converter(root):
         quantize(ck, root / 'never', progress=False)
 
 
-@pytest.mark.xfail(strict=True, reason=LAYOUTS_GAP + "find_gaps/inspect_checkpoint do not compare draft tensor shapes with "
-                   "synth_mtp_weights; needed: a Gap('wrong_shape', name, 'shape [256, 256], config.json implies [256, 512]', ...)")
 def test_wrong_shape_inspect(root):
     d = edit_tensors(copy_ckpt(TINY, root / 'shape-tiny'), set_tensor('mtp.fc.weight', lambda t: t[:, :256]))
     gaps = inspect_checkpoint(d)['gaps']
@@ -224,9 +222,6 @@ def test_unknown_mtp_quant_algo(root):
         draft_quant_plan(parse_options(None, env={'MTP_FP8': '0'}), MtpQuant('FP8'))
 
 
-@pytest.mark.xfail(strict=True, reason=LAYOUTS_GAP + "remap_exclusions is silent about an exclusion pattern that names the MTP "
-                   "draft (its checkpoint prefix, e.g. 'mtp.') but matches none of its modules (a typo that leaves the draft "
-                   "quantized); needed: warnings.warn naming the key and the pattern; target-only patterns stay silent")
 def test_exclusion_pattern_matching_nothing_warns():
     cfg = json.loads((FIXTURES / 'Qwen3.5-27B' / 'config.json').read_text())
     qc = {'quant_method': 'modelopt', 'quant_algo': 'NVFP4', 'ignore': ['lm_head', 'model.visual*', 'mtp.layers.0.mlp.gate_projj*']}
@@ -526,15 +521,13 @@ def ernie_run(root, tmp_path_factory):
 @pytest.mark.vllm
 def test_engine_unsupported_architecture_vllm_continues(ernie_run):
     r, log = ernie_run
-    assert r['draft']['class'] == 'vllm.model_executor.models.ernie_mtp.ErnieMTP'     # vLLM's own draft class
+    # vLLM's own draft class (with options set, mtp_lit registers a pass-through subclass that only logs the refusal)
+    assert r['draft']['class'] in ('vllm.model_executor.models.ernie_mtp.ErnieMTP', 'mtp_lit.plugin.ErnieMTP')
     assert r['tokens_generated'] == 8 and r['acceptance']['drafts'] > 0
     assert 'float8_e4m3fn' not in r['draft']['param_dtypes'].values()                 # no mtp_lit option applied
 
 
 @pytest.mark.vllm
-@pytest.mark.xfail(strict=True, reason=PLUGIN_GAP + "mtp_lit options set for a draft architecture without an mtp_lit class "
-                   "(here ErnieMTPModel, MTP_FP8=1) are ignored without a word. Needed: one warning line in vLLM's log, e.g. "
-                   "'mtp_lit: ErnieMTPModel drafts are not supported; MTP_FP8 (env) ignored, vLLM serves its own draft'")
 def test_engine_unsupported_architecture_is_logged(ernie_run):
     r, log = ernie_run
     line = next((l for l in log.splitlines() if re.search(r'mtp_lit.*ErnieMTP.*not supported', l)), None)

@@ -9,8 +9,8 @@ Three levels:
 - two real engine runs (`vllm` marker): an FP8 draft without a scale must stop the engine with the layer named; an
   architecture mtp_lit does not support must leave vLLM running without mtp_lit.
 
-Tests marked `xfail(strict=True)` are gaps in modules owned elsewhere (`plugin`, `layouts`/`inspect`): each reason says
-what is missing; the test turns into a failure (XPASS) once it is fixed, so the marker must then go.
+A gap found here is first recorded as `xfail(strict=True)` with the fix it needs in its reason; the test turns into a failure
+(XPASS) once the fix lands, and the marker goes. None is left.
 """
 import json, re, shutil, sys
 from pathlib import Path

@@ -20,10 +20,17 @@ from .options import DraftQuantPlan
 from .fp8 import quantize_fp8
 
 # %% ../nbs/07_draft_linear.ipynb #e9f1f282
+import functools
 def expand_block_scale(scale: torch.Tensor, shape, block) -> torch.Tensor:
     "Block scales `[ceil(N/bn), ceil(K/bk)]` repeated over their blocks and cut to `shape` = (N, K): float32 `[N, K]`."
     bn, bk = block
     return scale.float().repeat_interleave(bn, 0)[:shape[0]].repeat_interleave(bk, 1)[:, :shape[1]]
+
+@functools.cache
+def _kernel_fp8_linear():
+    "`mtp_lit.kernels.fp8_linear`, imported once (the draft calls its linears k times per decode step)."
+    from mtp_lit.kernels import fp8_linear
+    return fp8_linear
 
 def fp8_linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, block=None, bias=None) -> torch.Tensor:
     """`x @ dequant(weight).T + bias` for an e4m3 `weight` [N, K] (float8_e4m3fn).
@@ -33,9 +40,7 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, block
     The row-scale product is taken in float32 after the matmul (exact conversion e4m3 → x.dtype first). On CUDA the
     Triton kernel of `mtp_lit.kernels` runs instead (e4m3 weights read once, widened in registers; it falls back to
     torch itself where Triton cannot run)."""
-    if x.is_cuda:
-        from mtp_lit.kernels import fp8_linear as kernel_fp8_linear
-        return kernel_fp8_linear(x, weight, scale, bias, block_size=block or (128, 128))
+    if x.is_cuda: return _kernel_fp8_linear()(x, weight, scale, bias, block_size=block or (128, 128))
     if block is None:
         y = (torch.nn.functional.linear(x, weight.to(x.dtype)).float() * scale).to(x.dtype)
     else:

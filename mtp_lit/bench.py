@@ -13,7 +13,7 @@ import math, os, sys, json, time, platform, argparse, statistics, importlib.util
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .kernels import (fp8_linear, moe_linear, quantize_fp8, KernelConfig, select_config, tuned_table, m_bucket,
+from .kernels import (fp8_linear, fp8_linear_argmax, moe_linear, quantize_fp8, KernelConfig, select_config, tuned_table, m_bucket,
                              block_m, default_config, FP8, FP8_MAX, triton_ok, time_graph, silu_mul)
 
 # %% ../nbs/14_bench.ipynb #9e917f7d
@@ -221,8 +221,13 @@ class DraftStep:
         return self._norm(x, 'norm')
 
     def __call__(self, emb, hid):
-        "Draft token ids [M] (int64): argmax of the draft head over `hidden`."
-        return self.lin(self.hidden(emb, hid), 'head').argmax(-1)
+        """Draft token ids [M] (int64): argmax of the draft head over `hidden`. 'fp8-mtp_lit' on CUDA reduces the logits
+        inside the head kernel (`fp8_linear_argmax`); the other variants run the head, then `torch.argmax`, as vLLM does."""
+        h = self.hidden(emb, hid)
+        w, s = self.w['head']
+        if self.variant == 'fp8-mtp_lit' and self.fused and s is not None:
+            return fp8_linear_argmax(h, w, s, config=self._cfg(h, w, None), backend=self.backend)
+        return self.lin(h, 'head').argmax(-1)
 
 # %% ../nbs/14_bench.ipynb #d6c540bb
 def tiny_shapes(shapes=None):
@@ -248,7 +253,7 @@ def tiny_shapes(shapes=None):
     return out
 
 # %% ../nbs/14_bench.ipynb #6f2d8b31
-def step_tiles(N, K, P, accumulate, bandwidth=4.2e12, tile_cost=0.5e-6, bns=(64, 32), bks=(256, 128), max_split=16):
+def step_tiles(N, K, P, accumulate, bandwidth=4.2e12, tile_cost=0.5e-6, bns=(64,), bks=(256,), max_split=16):
     """(BN, BK, SPLIT) for one FP8 linear [N, K] of `FusedDraftStep`, whose P programs take its NT x SPLIT tiles in a
     grid-stride loop: the choice with the least modelled phase time ceil(tiles / P) * (tile bytes / (bandwidth / P) +
     tile_cost), tile_cost (s) standing for each tile's pipeline fill. Split-K only when `accumulate` (the output is
@@ -277,13 +282,15 @@ class FusedDraftStep:
     programs: resident programs (default 2 per SM; launched as a cooperative grid, so the barrier cannot deadlock).
     sync=False runs the 12 phases as 12 launches of the same kernel (no barrier): the CPU interpreter's way
     (TRITON_INTERPRET=1, programs run one after another) and a same-code check of the barriers. Dense MTP layers only
-    (no routed experts), ctx = 0 as `DraftStep`. Raises ValueError for other variants, MoE configs or M > 64."""
+    (no routed experts), ctx = 0 as `DraftStep`. Raises ValueError for other variants, MoE configs or M > 16."""
     PHASES = 12
 
     def __init__(self, step, programs=None, prefetch=4096, sync=True, num_stages=4, num_warps=4):
         if step.variant != 'fp8-mtp_lit': raise ValueError(f"FusedDraftStep needs a 'fp8-mtp_lit' DraftStep, got {step.variant!r}")
         cfg = step.cfg
         if cfg.get('moe'): raise ValueError("FusedDraftStep covers dense MTP layers; this config has routed experts ('moe')")
+        if sync and os.environ.get('TRITON_INTERPRET') == '1':
+            raise ValueError("sync=True needs all programs resident at once; the interpreter runs them one by one: use sync=False")
         self.step, self.cfg, self.sync, self.num_stages, self.num_warps = step, cfg, sync, num_stages, num_warps
         self.interp = os.environ.get('TRITON_INTERPRET') == '1'
         dev = step.w['fc'][0].device
@@ -319,7 +326,8 @@ class FusedDraftStep:
         "Run the step on emb, hid [M, H] bf16; returns the buffers dict (ids [M] int64, xn3 = the final normed hidden, ...)."
         from mtp_lit import _triton_kernels as tk
         M, H = emb.shape
-        if M > 64: raise ValueError(f"FusedDraftStep runs M <= 64 tokens per launch, got M={M}")
+        if M > 16: raise ValueError(f"FusedDraftStep runs M <= 16 tokens per launch (its programs are sized for 16-row "
+                                    f"activation tiles), got M={M}")
         if hid.shape != emb.shape: raise ValueError(f"emb {tuple(emb.shape)} and hid {tuple(hid.shape)} differ")
         b, p, d, t, w = self._buffers(M), self.step.p, self.dims, self.tiles, self.w
         args = [emb.contiguous(), hid.contiguous(), p['enorm'], p['hnorm'], p['ln1'], p['ln2'], p['norm'], p['qn'], p['kn'],

@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'scale_mode', 'dequantize', 'quantize_act_groups', 'reference_linear',
            'KernelConfig', 'block_m', 'm_bucket', 'default_config', 'tuned_table', 'select_config', 'triton_ok',
-           'silu_mul', 'fp8_linear', 'moe_linear', 'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
+           'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'moe_linear', 'time_graph', 'candidate_configs', 'precompile',
+           'tune_fp8_linear']
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
 import math, os, json, functools, statistics, time, importlib.util
@@ -222,6 +223,45 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     cfg = config or select_config(M, N, K, mode)
     y = _launch_linear(x2, qweight, scale, bias, r2, o2, act, mode, cfg, block_size)
     return out if out is not None else y.reshape(*lead, N)
+
+def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=None, backend='auto'):
+    """The draft head's greedy token without its logits: argmax over N of `fp8_linear(x, qweight, scale)` (logits rounded
+    to x's dtype, the first index of the largest, as `torch.argmax`). x [..., K]; returns int64 [...].
+
+    On the Triton backend each program of the head reduces its BN logits per token in the epilogue (no [M, N] logits
+    are written or read back) and one small kernel picks the token from the per-tile maxima; the 'torch' backend runs
+    `fp8_linear(...).argmax(-1)`. Split-K is not used (a tile needs its whole sums). Raises as `fp8_linear`."""
+    mode = _check_linear(x, qweight, scale, None, None, None, None, block_size)
+    if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
+    if backend == 'torch': return fp8_linear(x, qweight, scale, block_size=block_size, backend='torch').argmax(-1)
+    if backend != 'triton': raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    N, K = qweight.shape
+    if N * K >= 2 ** 31: raise ValueError(f"qweight {tuple(qweight.shape)} has >= 2**31 elements; split it along N")
+    if qweight.stride(-1) != 1: raise ValueError("qweight must be contiguous along K (row-major [N, K])")
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, K)
+    if x2.stride(-1) != 1: x2 = x2.contiguous()
+    M = x2.shape[0]
+    cfg = config or select_config(M, N, K, mode)
+    tk = _tk()
+    BM = block_m(M)
+    nt = math.ceil(N / cfg.BN)
+    pv = torch.empty(M, nt, device=x.device, dtype=torch.float32)
+    pi = torch.empty(M, nt, device=x.device, dtype=torch.int32)
+    ids = torch.empty(M, device=x.device, dtype=torch.int64)
+    if scale is not None and scale.dtype != torch.float32: scale = scale.float()
+    s, ssn, ssk = _scale_args(scale, mode)
+    interp = os.environ.get('TRITON_INTERPRET') == '1'
+    if mode == 'block' and block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
+    tk.fp8_linear_kernel[(nt, 1, math.ceil(M / BM))](
+        x2, qweight, s if s is not None else qweight, qweight, x2, x2, M, N, K, K,
+        x2.stride(0), qweight.stride(0), ssn, ssk, 0, 0,
+        BM=BM, BN=cfg.BN, BK=cfg.BK, SPLIT_K=1, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
+        A8=cfg.A8 and mode != 'none', HAS_BIAS=False, HAS_RES=False, WCVT=cfg.WCVT if x2.dtype == torch.bfloat16 else 0,
+        SWAP=cfg.SWAP and cfg.BN >= 64, DOT_F32=interp, ATOMIC=False, ACT=0, ARGMAX=True, pv_ptr=pv, pi_ptr=pi,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    tk.argmax_finalize_kernel[(M,)](pv, pi, ids, nt, BLOCK=max(16, 1 << (nt - 1).bit_length()))
+    return ids.reshape(lead)
 
 def _scale_args(scale, mode, lead_dims=0):
     "(tensor, stride_n, stride_k) for the kernels' scale pointer."

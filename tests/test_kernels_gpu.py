@@ -178,6 +178,21 @@ def test_cuda_graph_capture_split_k():
     assert rel(y, reference_linear(x, q, s)) < 5e-3
 
 
+@pytest.mark.parametrize('N,K,M', [(40960, 5120, 1), (40960, 5120, 16), (3880, 320, 5), (1000, 256, 64)])
+def test_fp8_linear_argmax_is_argmax_of_the_logits(N, K, M):
+    "fp8_linear_argmax (per-tile maxima in the head's epilogue + one finalize kernel) picks torch.argmax's token of"
+    " fp8_linear's bf16 logits, also on exact ties (duplicated weight rows: the first index wins)."
+    from mtp_lit.kernels import fp8_linear_argmax
+    g = gen()
+    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5), 'per-channel')
+    x = rand(M, K, g=g).to(torch.bfloat16)
+    poison()
+    assert torch.equal(fp8_linear_argmax(x, q, s), fp8_linear(x, q, s).argmax(-1))
+    q2, s2 = torch.cat([q[:N // 2], q[:N // 2]]), torch.cat([s[:N // 2], s[:N // 2]])
+    ids = fp8_linear_argmax(x, q2, s2)
+    assert torch.equal(ids, fp8_linear(x, q2, s2).argmax(-1)) and int(ids.max()) < N // 2
+
+
 def _fused_vs_draft_step(cfg, M, g, **kw):
     from mtp_lit.bench import DraftStep, FusedDraftStep
     emb = rand(M, cfg['hidden_size'], g=g).to(torch.bfloat16)
@@ -192,7 +207,7 @@ def _fused_vs_draft_step(cfg, M, g, **kw):
 
 
 @pytest.mark.parametrize('sync', [True, False])
-@pytest.mark.parametrize('M', [1, 5, 16, 64])
+@pytest.mark.parametrize('M', [1, 5, 16])
 def test_fused_draft_step_matches_draft_step(sync, M):
     "FusedDraftStep (one persistent launch with grid barriers, or its 12 phases as 12 launches) gives DraftStep's hidden"
     " state and draft tokens at tiny shapes (split-K order differs, so hidden agrees to float32 rounding, not bits)."

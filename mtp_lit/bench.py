@@ -73,7 +73,7 @@ def torch_fp8_linear(x, qweight, scale, residual=None):
 
 def _next_pow2(n): return 1 << max(0, (n - 1).bit_length())
 
-_GLUE_WARPS = 4  # num_warps of DraftStep's fused RMSNorm and SiluAndMul kernels
+_GLUE_WARPS = 16  # num_warps of DraftStep's RMSNorm and SiluAndMul kernels: 16 beat 4 by 8 us a step (H200, tools/gpu/NOTES.md)
 
 class DraftStep:
     """One MTP draft step at real shapes with random weights: fc over [norm(embedding), norm(hidden)], one decoder layer

@@ -31,7 +31,7 @@ def main():
             t = min(time_graph([lambda: s(emb, hid)]) for _ in range(2))
             rows.append(dict(M=M, variant=f'kernels, glue warps {w}', ms=t, roof=roof, same_ids=same))
             print(f'M={M:3d} kernels, glue num_warps {w:2d}: {t * 1e3:7.1f} us  frac {roof / t:.3f}  ids equal {same}', flush=True)
-        B._GLUE_WARPS = 4
+        B._GLUE_WARPS = 16
         if a.fused:
             sys.path.insert(0, os.path.dirname(__file__))
             from fused_step import FusedDraftStep

@@ -410,7 +410,7 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     finally: readers.clear()
 
 # %% ../nbs/08_convert.ipynb #f3cf570e
-BROKEN_GAPS = ('missing_draft', 'orphan_scale', 'missing_scale', 'scale_shape', 'inconsistent_shards')
+BROKEN_GAPS = ('missing_draft', 'orphan_scale', 'missing_scale', 'scale_shape', 'inconsistent_shards', 'wrong_shape')
 CHECK_FINITE_MAX_BYTES = 64 * 2**20
 _FLOAT_CODES = {'BF16': torch.bfloat16, 'F16': torch.float16, 'F32': torch.float32, 'F64': torch.float64}
 
@@ -420,11 +420,11 @@ def check_draft(src, tensors: dict, cfg: dict, readers=None) -> None:
     `tensors`: `checkpoint_tensors(src)[0]`; `cfg`: its config.json dict. Raises `ValueError`, naming the tensor and its
     file (or the config field), for: a family with no mtp_lit draft class (`mtp_lit.plugin.DRAFTS`: the result could not
     be served); a gap of kind `BROKEN_GAPS` found by `layouts.find_gaps` (a draft module without tensors, a scale without
-    its weight, a quantized weight without its scale, block scales that do not tile the weight); a draft tensor whose
-    shape differs from the one config.json implies (`layouts.synth_mtp_weights`, skipped when the config lacks a
-    dimension); NaN/inf in a draft norm, router, bias or scale, or a float32 weight scale <= 0 (each such tensor up to
-    `CHECK_FINITE_MAX_BYTES` is read in full; the linears `quantize` converts are checked by `quantize_fp8`)."""
-    from mtp_lit.layouts import find_gaps, synth_mtp_weights
+    its weight, a quantized weight without its scale, block scales that do not tile the weight, an unpacked draft weight
+    whose shape differs from the one config.json implies); NaN/inf in a draft norm, router, bias or scale, or a float32
+    weight scale <= 0 (each such tensor up to `CHECK_FINITE_MAX_BYTES` is read in full; the linears `quantize` converts
+    are checked by `quantize_fp8`)."""
+    from mtp_lit.layouts import find_gaps
     from mtp_lit.plugin import DRAFTS
     src = Path(src); lay = draft_layout(cfg); fam = lay.family
     if fam.registry_key not in DRAFTS:
@@ -438,14 +438,6 @@ def check_draft(src, tensors: dict, cfg: dict, readers=None) -> None:
         g = bad[0]
         raise ValueError(f"{where(g.tensor)}: MTP draft broken, refusing to convert: [{g.kind}] {g.tensor}: {g.detail}"
                          + (f" (and {len(bad) - 1} more: {', '.join(x.tensor for x in bad[1:4])}{', ...' if len(bad) > 4 else ''})" if len(bad) > 1 else ''))
-    want = {}
-    try:
-        for layout in ('split', 'fused'): want.update({w['name']: list(w['shape']) for w in synth_mtp_weights(lay, layout)})
-    except ValueError: want = {}                      # the config lacks a dimension: shapes cannot be checked
-    for n, (shape, dtype) in sorted(hdr.items()):
-        if n in want and list(shape) != want[n]:
-            raise ValueError(f"{where(n)}: MTP tensor {n!r} has shape {list(shape)}; config.json implies {want[n]} "
-                             f"(hidden_size={lay.config.get('hidden_size')})")
     readers = _Readers() if readers is None else readers
     for n, (fn, info) in sorted(tensors.items()):
         dt = info['dtype']

@@ -18,34 +18,24 @@ from vllm.model_executor.parameter import (ModelWeightParameter, PerTensorScaleP
 from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
 from .fp8 import quantize_fp8
+from .kernels import fp8_linear as _fp8_linear
 
 # %% ../nbs/07_draft_linear.ipynb #e9f1f282
-import functools
 def expand_block_scale(scale: torch.Tensor, shape, block) -> torch.Tensor:
     "Block scales `[ceil(N/bn), ceil(K/bk)]` repeated over their blocks and cut to `shape` = (N, K): float32 `[N, K]`."
     bn, bk = block
     return scale.float().repeat_interleave(bn, 0)[:shape[0]].repeat_interleave(bk, 1)[:, :shape[1]]
-
-@functools.cache
-def _kernel_fp8_linear():
-    "`mtp_lit.kernels.fp8_linear`, imported once (the draft calls its linears k times per decode step)."
-    from mtp_lit.kernels import fp8_linear
-    return fp8_linear
 
 def fp8_linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, block=None, bias=None) -> torch.Tensor:
     """`x @ dequant(weight).T + bias` for an e4m3 `weight` [N, K] (float8_e4m3fn).
 
     `scale`: float32 `[N]` (one per output row: per-tensor or per-channel) or, with `block=(bn, bk)`, the block
     scales `[ceil(N/bn), ceil(K/bk)]`. `x`: [..., K] in BF16/FP16/FP32; returns [..., N] in `x.dtype`.
-    The row-scale product is taken in float32 after the matmul (exact conversion e4m3 → x.dtype first). On CUDA the
-    Triton kernel of `mtp_lit.kernels` runs instead (e4m3 weights read once, widened in registers; it falls back to
-    torch itself where Triton cannot run)."""
-    if x.is_cuda: return _kernel_fp8_linear()(x, weight, scale, bias, block_size=block or (128, 128))
-    if block is None:
-        y = (torch.nn.functional.linear(x, weight.to(x.dtype)).float() * scale).to(x.dtype)
-    else:
-        y = torch.nn.functional.linear(x, (weight.float() * expand_block_scale(scale, weight.shape, block)).to(x.dtype))
-    return y if bias is None else y + bias
+    This is `mtp_lit.kernels.fp8_linear` in the plugin's argument order: on CUDA (sm_89+, triton) its Triton kernel
+    (e4m3 weights read once, widened in registers), elsewhere its torch path, where the row-scale product is taken
+    in float32 after the matmul (exact conversion e4m3 → x.dtype first) and block scales are applied to the weight in
+    float32 before it is rounded to x.dtype. Raises ValueError for shapes or a scale layout that do not fit."""
+    return _fp8_linear(x, weight, scale, bias, block_size=block or (128, 128))
 
 # %% ../nbs/07_draft_linear.ipynb #86539fcc
 def quantize_shards(w: torch.Tensor, widths, scheme: str, block=None, scale_fmt='float32', name='weight'):

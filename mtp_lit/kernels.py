@@ -192,6 +192,18 @@ def silu_mul(x):
     xf = x.float()
     return (F.silu(xf[..., :K]) * xf[..., K:]).to(x.dtype)
 
+def _torch_linear(x, qweight, scale, bias, mode, block_size):
+    """The torch path of `fp8_linear` (and of the plugin's draft linears off CUDA): e4m3 -> x.dtype is exact, the matmul
+    runs in x.dtype, a per-tensor / per-channel scale multiplies the float32 result; block scales are applied to the
+    weight in float32 before it is rounded to x.dtype (they vary along K). The bias is added in x.dtype."""
+    if mode in ('tensor', 'channel'):
+        y = (F.linear(x, qweight.to(x.dtype)).float() * scale.float().reshape(-1)).to(x.dtype)
+    elif mode == 'none':
+        y = F.linear(x, qweight.to(x.dtype))
+    else:
+        y = F.linear(x, dequantize(qweight, scale, block_size, x.dtype))
+    return y if bias is None else y + bias.to(y.dtype)
+
 def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, act=None, block_size=(128, 128),
                config=None, backend='auto'):
     """y = act(x) @ (scale * qweight)^T (+ bias) (+ residual), for an FP8 (e4m3) weight read once.
@@ -201,13 +213,12 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     [N] or [N, 1] per-channel, [ceil(N/128), ceil(K/128)] block (DeepSeek-V3 `weight_scale_inv` convention;
     `block_size` = (rows, cols) of a block); bias [N]; residual [..., N]. Returns [..., N] in x's dtype; or, with
     `out` (float32 [..., N], e.g. a float32 residual stream), adds y into `out` in place (atomics: split-K is free)
-    and returns it. backend: 'triton' (CUDA, sm_89+), 'torch' (dequantise + F.linear, any device), or 'auto' (triton
+    and returns it. backend: 'triton' (CUDA, sm_89+), 'torch' (`_torch_linear`: exact e4m3 weights in x's dtype, F.linear, the row scale in float32; any device), or 'auto' (triton
     when it can run). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
     mode = _check_linear(x, qweight, scale, bias, residual, out, act, block_size)
     if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
     if backend == 'torch':
-        xa = silu_mul(x) if act else x
-        y = F.linear(xa, dequantize(qweight, scale, block_size, x.dtype), None if bias is None else bias.to(x.dtype))
+        y = _torch_linear(silu_mul(x) if act else x, qweight, scale, bias, mode, block_size)
         if out is not None: return out.add_(y.float())
         return y if residual is None else y + residual.to(y.dtype)
     if backend != 'triton': raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")

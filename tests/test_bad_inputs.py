@@ -149,8 +149,8 @@ def test_mtp_tensor_missing(root):
 
 def test_wrong_shape_converter(root):
     ck = edit_tensors(_sharded(root, 'shape'), set_tensor('mtp.fc.weight', lambda t: t[:, :64]), ['model-00002-of-00002.safetensors'])
-    with pytest.raises(ValueError, match=r"model-00002-of-00002.safetensors: MTP tensor 'mtp.fc.weight' has shape \[64, 64\]; "
-                                         r"config.json implies \[64, 128\]"):
+    with pytest.raises(ValueError, match=r"model-00002-of-00002.safetensors: MTP draft broken, refusing to convert: \[wrong_shape\] "
+                                         r"mtp.fc.weight: shape \[64, 64\], config.json implies \[64, 128\]"):
         quantize(ck, root / 'never', progress=False)
 
 

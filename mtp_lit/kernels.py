@@ -186,6 +186,15 @@ def _check_linear(x, qweight, scale, bias, residual, out, act, block_size):
     if out is not None and residual is not None: raise ValueError("give residual or out, not both (out already holds the residual)")
     return mode
 
+def _triton_rows(x, qweight, backend):
+    "(x as contiguous rows [M, K'], its leading shape) for a Triton launch; raises for what the kernel cannot take."
+    if backend != 'triton': raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    N, K = qweight.shape
+    if N * K >= 2 ** 31: raise ValueError(f"qweight {tuple(qweight.shape)} has >= 2**31 elements; split it along N")
+    if qweight.stride(-1) != 1: raise ValueError("qweight must be contiguous along K (row-major [N, K])")
+    x2 = x.reshape(-1, x.shape[-1])
+    return (x2 if x2.stride(-1) == 1 else x2.contiguous()), x.shape[:-1]
+
 def silu_mul(x):
     "vLLM's SiluAndMul: silu(x[..., :K]) * x[..., K:] for x [..., 2K], computed in float32, returned in x's dtype."
     K = x.shape[-1] // 2
@@ -221,13 +230,8 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
         y = _torch_linear(silu_mul(x) if act else x, qweight, scale, bias, mode, block_size)
         if out is not None: return out.add_(y.float())
         return y if residual is None else y + residual.to(y.dtype)
-    if backend != 'triton': raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    x2, lead = _triton_rows(x, qweight, backend)
     N, K = qweight.shape
-    if N * K >= 2 ** 31: raise ValueError(f"qweight {tuple(qweight.shape)} has >= 2**31 elements; split it along N")
-    lead = x.shape[:-1]
-    x2 = x.reshape(-1, x.shape[-1])
-    if x2.stride(-1) != 1: x2 = x2.contiguous()
-    if qweight.stride(-1) != 1: raise ValueError("qweight must be contiguous along K (row-major [N, K])")
     M = x2.shape[0]
     r2 = None if residual is None else residual.reshape(M, N)
     o2 = None if out is None else out.view(M, N)
@@ -245,33 +249,16 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
     mode = _check_linear(x, qweight, scale, None, None, None, None, block_size)
     if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
     if backend == 'torch': return fp8_linear(x, qweight, scale, block_size=block_size, backend='torch').argmax(-1)
-    if backend != 'triton': raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    x2, lead = _triton_rows(x, qweight, backend)
     N, K = qweight.shape
-    if N * K >= 2 ** 31: raise ValueError(f"qweight {tuple(qweight.shape)} has >= 2**31 elements; split it along N")
-    if qweight.stride(-1) != 1: raise ValueError("qweight must be contiguous along K (row-major [N, K])")
-    lead = x.shape[:-1]
-    x2 = x.reshape(-1, K)
-    if x2.stride(-1) != 1: x2 = x2.contiguous()
     M = x2.shape[0]
     cfg = config or select_config(M, N, K, mode)
-    tk = _tk()
-    BM = block_m(M)
     nt = math.ceil(N / cfg.BN)
     pv = torch.empty(M, nt, device=x.device, dtype=torch.float32)
     pi = torch.empty(M, nt, device=x.device, dtype=torch.int32)
     ids = torch.empty(M, device=x.device, dtype=torch.int64)
-    if scale is not None and scale.dtype != torch.float32: scale = scale.float()
-    s, ssn, ssk = _scale_args(scale, mode)
-    interp = os.environ.get('TRITON_INTERPRET') == '1'
-    if mode == 'block' and block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
-    tk.fp8_linear_kernel[(nt, 1, math.ceil(M / BM))](
-        x2, qweight, s if s is not None else qweight, qweight, x2, x2, M, N, K, K,
-        x2.stride(0), qweight.stride(0), ssn, ssk, 0, 0,
-        BM=BM, BN=cfg.BN, BK=cfg.BK, SPLIT_K=1, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
-        A8=cfg.A8 and mode != 'none', HAS_BIAS=False, HAS_RES=False, WCVT=cfg.WCVT if x2.dtype == torch.bfloat16 else 0,
-        SWAP=cfg.SWAP and cfg.BN >= 64, DOT_F32=interp, ATOMIC=False, ACT=0, ARGMAX=True, pv_ptr=pv, pi_ptr=pi,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    tk.argmax_finalize_kernel[(M,)](pv, pi, ids, nt, BLOCK=max(16, 1 << (nt - 1).bit_length()))
+    _launch_linear(x2, qweight, scale, None, None, None, None, mode, cfg, block_size, argmax=(pv, pi))
+    _tk().argmax_finalize_kernel[(M,)](pv, pi, ids, nt, BLOCK=max(16, 1 << (nt - 1).bit_length()))
     return ids.reshape(lead)
 
 def _scale_args(scale, mode, lead_dims=0):
@@ -281,7 +268,8 @@ def _scale_args(scale, mode, lead_dims=0):
     if mode == 'channel': return scale, scale.stride(lead_dims), 0
     return scale, scale.stride(lead_dims), scale.stride(lead_dims + 1)
 
-def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size):
+def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argmax=None):
+    "The dense kernel's launch; argmax=(pv, pi): the head's per-tile maxima instead of an output (split-K off)."
     tk = _tk()
     M = x2.shape[0]
     N, K = w.shape
@@ -291,13 +279,14 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size):
     a8 = cfg.A8 and mode != 'none'
     wcvt = cfg.WCVT if x2.dtype == torch.bfloat16 else 0
     swap = cfg.SWAP and cfg.BN >= 64
-    split = max(1, min(cfg.SPLIT_K, math.ceil(K / cfg.BK)))
+    split = 1 if argmax else max(1, min(cfg.SPLIT_K, math.ceil(K / cfg.BK)))
     k_split = math.ceil(math.ceil(K / split) / cfg.BK) * cfg.BK
     split = math.ceil(K / k_split)
     if scale is not None: scale = scale.float() if scale.dtype != torch.float32 else scale
     s, ssn, ssk = _scale_args(scale, mode)
     atomic = o2 is not None or split > 1
     if o2 is not None: out = o2
+    elif argmax: out = x2                     # not written: its dtype is the one the logits are rounded to
     elif split > 1:
         out = torch.zeros(M, N, device=x2.device, dtype=torch.float32) if r2 is None else r2.to(torch.float32, copy=True)
     else:
@@ -310,7 +299,8 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size):
         x2.stride(0), w.stride(0), ssn, ssk, (r2.stride(0) if has_res else 0), out.stride(0),
         BM=BM, BN=cfg.BN, BK=cfg.BK, SPLIT_K=split, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
         A8=a8, HAS_BIAS=bias is not None, HAS_RES=has_res, WCVT=wcvt, SWAP=swap, DOT_F32=interp,
-        ATOMIC=atomic, ACT=1 if act else 0, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        ATOMIC=atomic, ACT=1 if act else 0, ARGMAX=argmax is not None, pv_ptr=argmax[0] if argmax else None,
+        pi_ptr=argmax[1] if argmax else None, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if o2 is not None: return o2
     return out.to(x2.dtype) if split > 1 else out
 

@@ -165,7 +165,8 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
     o_ptrs = o_ptr + rm[:, None] * stride_om + rn[None, :]
     mask = m_ok[:, None] & n_ok[None, :]
     if ARGMAX:
-        v = tl.where(n_ok[None, :], acc.to(o_ptr.dtype.element_ty).to(tl.float32), -float('inf'))
+        v = acc.to(o_ptr.dtype.element_ty).to(tl.float32)
+        v = tl.where(n_ok[None, :], tl.where(v != v, float('inf'), v), -float('inf'))  # NaN counts as +inf
         vmax = tl.max(v, axis=1)
         tl.store(pv_ptr + rm * tl.num_programs(0) + pid_n, vmax, mask=m_ok)
         tl.store(pi_ptr + rm * tl.num_programs(0) + pid_n,
@@ -180,7 +181,7 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
 @triton.jit
 def argmax_finalize_kernel(pv_ptr, pi_ptr, o_ptr, T, BLOCK: tl.constexpr):
     """o[m] = the first index of the largest value over the T per-tile maxima pv[m, :] (their first indices pi[m, :]):
-    torch.argmax's answer (first occurrence; NaN is not handled). grid = (M,)."""
+    torch.argmax's answer (first occurrence; the epilogue has turned NaN into +inf). grid = (M,)."""
     m = tl.program_id(0)
     r = tl.arange(0, BLOCK)
     v = tl.load(pv_ptr + m * T + r, mask=r < T, other=-float('inf'))

@@ -84,8 +84,8 @@ class DraftStep:
     experts run through `moe_linear` in every variant (torch has no fused-MoE op): BF16 weights for 'bf16'.
     On CUDA the glue between the linears is fused as in vLLM (one kernel each for the RMSNorms, SiluAndMul, the
     attention glue, the router softmax-top-k and the MoE combine: `fused=True`); 'fp8-mtp_lit' also keeps the residual
-    stream in float32 and accumulates fc, o_proj and down_proj into it (`fp8_linear(out=...)`) with SiluAndMul fused
-    into down_proj's load. Rotary embedding is left out (elementwise on 64 of 256 dims); with ctx == 0 a token's
+    stream in float32 and accumulates fc, o_proj and down_proj into it (`fp8_linear(out=...)`); SiluAndMul is its
+    own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed). Rotary embedding is left out (elementwise on 64 of 256 dims); with ctx == 0 a token's
     attention over itself is its v."""
     def __init__(self, cfg, variant='bf16', head_rows=None, device='cuda', seed=0, ctx=0, max_m=64, table=None,
                  backend='auto', fused=None):
@@ -224,8 +224,9 @@ class DraftStep:
         return self._norm(x, 'norm')
 
     def __call__(self, emb, hid):
-        """Draft token ids [M] (int64): argmax of the draft head over `hidden`. 'fp8-mtp_lit' on CUDA reduces the logits
-        inside the head kernel (`fp8_linear_argmax`); the other variants run the head, then `torch.argmax`, as vLLM does."""
+        """Draft token ids [M] (int64): argmax of the draft head over `hidden`. 'fp8-mtp_lit' with the fused glue (CUDA,
+        ctx == 0, backend not 'torch') reduces the logits inside the head kernel (`fp8_linear_argmax`); otherwise the
+        head runs, then `torch.argmax`, as vLLM does."""
         h = self.hidden(emb, hid)
         w, s = self.w['head']
         if self.variant == 'fp8-mtp_lit' and self.fused and s is not None:
@@ -502,7 +503,7 @@ def bench_cli(argv=None):
     ap.add_argument('--models', default='Qwen3.5-27B,Qwen3.5-35B-A3B', help='comma-separated keys of mtp_lit/data/shapes.json')
     ap.add_argument('--M', default='1,4,16,64', help='tokens per draft step (comma-separated)')
     ap.add_argument('--variants', default=','.join(VARIANTS))
-    ap.add_argument('--heads', default='full,40960', help="'full' and/or truncated draft-head row counts")
+    ap.add_argument('--heads', default='full,40960', help="'full' and/or truncated draft-head row counts (--smoke divides them by 64, as the vocabulary)")
     ap.add_argument('--ctx', type=int, default=0, help='cached tokens per sequence the draft attention reads')
     ap.add_argument('--out', default='bench_out', help='folder for bench.json, bench.png, speedup.png')
     ap.add_argument('--tag', default='', help='prefix of the output file names (e.g. h200_)')

@@ -222,7 +222,7 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     [N] or [N, 1] per-channel, [ceil(N/128), ceil(K/128)] block (DeepSeek-V3 `weight_scale_inv` convention;
     `block_size` = (rows, cols) of a block); bias [N]; residual [..., N]. Returns [..., N] in x's dtype; or, with
     `out` (float32 [..., N], e.g. a float32 residual stream), adds y into `out` in place (atomics: split-K is free)
-    and returns it. backend: 'triton' (CUDA, sm_89+), 'torch' (exact e4m3 weights in x's dtype, F.linear, the row scale in float32; any device), or 'auto' (triton
+    and returns it. backend: 'triton' (CUDA, sm_89+), 'torch' (any device: e4m3 weights converted exactly to x's dtype, F.linear, the per-tensor/per-channel scale applied in float32 after it; block scales applied to the weight in float32 before it is rounded to x's dtype), or 'auto' (triton
     when it can run). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
     mode = _check_linear(x, qweight, scale, bias, residual, out, act, block_size)
     if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
@@ -245,7 +245,9 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
 
     On the Triton backend each program of the head reduces its BN logits per token in the epilogue (no [M, N] logits
     are written or read back) and one small kernel picks the token from the per-tile maxima; the 'torch' backend runs
-    `fp8_linear(...).argmax(-1)`. Split-K is not used (a tile needs its whole sums). Raises as `fp8_linear`."""
+    `fp8_linear(...).argmax(-1)`. Split-K is not used (a tile needs its whole sums). A NaN logit counts as +inf on the
+    Triton backend (torch.argmax also picks NaN first; the two differ only for a row holding both NaN and +inf): the
+    token is always in [0, N). Raises as `fp8_linear`."""
     mode = _check_linear(x, qweight, scale, None, None, None, None, block_size)
     if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
     if backend == 'torch': return fp8_linear(x, qweight, scale, block_size=block_size, backend='torch').argmax(-1)

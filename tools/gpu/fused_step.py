@@ -5,7 +5,7 @@ down, head + argmax), and an L2 bulk prefetch of each program's next weights bef
 Measured on an H200 (tools/gpu/NOTES.md, 2026-11-29): correct (same tokens as `DraftStep`, 50 CUDA-graph replays) but
 SLOWER than the draft step as separate kernels: 265 us against 213 us at M = 1 (40 960-row head); the same code as 12
 launches without barriers took 229 us, so each of the 11 barriers cost about 3 us, more than a kernel boundary inside
-a CUDA graph; the L2 prefetch made it slower at every size tried (256 B .. 16 KiB per weight row).
+a CUDA graph; an L2 prefetch of 256 B .. 16 KiB per weight row did not change that (slower at M = 1 and 16).
 
 Run on the device machine: `PYTHONPATH=. python3 tools/gpu/fused_step.py` (checks it against DraftStep, prints times);
 under TRITON_INTERPRET=1 (CPU) it checks the 12-launch form at tiny shapes.
@@ -251,7 +251,7 @@ def step_tiles(N, K, P, accumulate, bandwidth=4.2e12, tile_cost=0.5e-6, bns=(64,
 
 class FusedDraftStep:
     """The dense draft step of a `DraftStep(cfg, 'fp8-mtp_lit')` (its weights and norms) in ONE persistent Triton launch,
-    `_triton_kernels.draft_step_kernel`: 12 phases (norms, fc, qkv, attention glue, o_proj, gate_up + SiluAndMul,
+    `draft_step_kernel` (above): 12 phases (norms, fc, qkv, attention glue, o_proj, gate_up + SiluAndMul,
     down, head + argmax) separated by grid barriers, every linear spread over all programs. A draft step of separate
     kernels pays each kernel's ramp-up and tail (about 6.7 us per linear on an H200, `14_bench`); here the weight stream
     only pauses at the barriers, and each program asks L2 for its next weights before it waits at one (`prefetch`

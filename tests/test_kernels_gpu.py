@@ -208,10 +208,13 @@ def test_draft_step_fused_glue_matches_torch_glue():
             a = DraftStep(cfg, v, None, 'cuda', seed=0, fused=False).hidden(emb, hid)
             st = DraftStep(cfg, v, None, 'cuda', seed=0, fused=True)
             b = st.hidden(emb, hid).double()
-            # per token: fp8-torch quantises activations per token (rounding-level input differences flip e4m3 codes, ~3%
-            # steps), and a near-tie in the router may send one token of 16 to another expert
+            # per token: fp8-torch quantises activations per token (rounding-level input differences flip e4m3 codes, ~2%
+            # per token on the H200), and near-ties in the MoE router send a token or two of 16 to another expert (10-15%
+            # on that token). A glue bug moves the median; measured medians: 0.4-0.6% (bf16, fp8-mtp_lit), 1-2.3% (fp8-torch)
             tok = ((b - a.double()).norm(dim=-1) / a.double().norm(dim=-1))
-            assert (tok < (6e-2 if v == 'fp8-torch' else 2e-2)).sum() >= 15, (name, v, tok.tolist())
+            ft = v == 'fp8-torch'
+            assert tok.median() < (4e-2 if ft else 1e-2), (name, v, tok.tolist())
+            assert (tok < (6e-2 if ft else 2e-2)).sum() >= 13, (name, v, tok.tolist())
             t = st(emb, hid)
             assert t.shape == (16,) and t.dtype == torch.int64 and int(t.max()) < cfg['vocab_size']
 

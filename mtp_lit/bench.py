@@ -85,8 +85,8 @@ class DraftStep:
     On CUDA the glue between the linears is fused as in vLLM (one kernel each for the RMSNorms, SiluAndMul, the
     attention glue, the router softmax-top-k and the MoE combine: `fused=True`); 'fp8-mtp_lit' also keeps the residual
     stream in float32 and accumulates fc, o_proj and down_proj into it (`fp8_linear(out=...)`); SiluAndMul is its
-    own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed). Rotary embedding is left out (elementwise on 64 of 256 dims); with ctx == 0 a token's
-    attention over itself is its v."""
+    own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed). Rotary
+    embedding is left out (elementwise on 64 of 256 dims); with ctx == 0 a token's attention over itself is its v."""
     def __init__(self, cfg, variant='bf16', head_rows=None, device='cuda', seed=0, ctx=0, max_m=64, table=None,
                  backend='auto', fused=None):
         if variant not in VARIANTS: raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")

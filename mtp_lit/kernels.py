@@ -222,8 +222,9 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     [N] or [N, 1] per-channel, [ceil(N/128), ceil(K/128)] block (DeepSeek-V3 `weight_scale_inv` convention;
     `block_size` = (rows, cols) of a block); bias [N]; residual [..., N]. Returns [..., N] in x's dtype; or, with
     `out` (float32 [..., N], e.g. a float32 residual stream), adds y into `out` in place (atomics: split-K is free)
-    and returns it. backend: 'triton' (CUDA, sm_89+), 'torch' (any device: e4m3 weights converted exactly to x's dtype, F.linear, the per-tensor/per-channel scale applied in float32 after it; block scales applied to the weight in float32 before it is rounded to x's dtype), or 'auto' (triton
-    when it can run). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
+    and returns it. backend: 'triton' (CUDA, sm_89+); 'torch' (any device: e4m3 weights converted exactly to x's
+    dtype, F.linear, a per-tensor/per-channel scale applied in float32 after it; block scales applied to the weight
+    in float32 before it is rounded to x's dtype); or 'auto' (triton when it can run). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
     mode = _check_linear(x, qweight, scale, bias, residual, out, act, block_size)
     if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
     if backend == 'torch':

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .kernels import (fp8_linear, fp8_linear_argmax, moe_linear, quantize_fp8, KernelConfig, select_config, tuned_table, m_bucket,
-                             block_m, default_config, FP8, FP8_MAX, triton_ok, time_graph, silu_mul)
+                             block_m, default_config, FP8, FP8_MAX, triton_ok, time_graph, silu_mul, pdl_launch)
 
 # %% ../nbs/14_bench.ipynb #9e917f7d
 _SHAPES_FILE = Path(importlib.util.find_spec('mtp_lit').origin).parent / 'data' / 'shapes.json'
@@ -85,12 +85,15 @@ class DraftStep:
     On CUDA the glue between the linears is fused as in vLLM (one kernel each for the RMSNorms, SiluAndMul, the
     attention glue, the router softmax-top-k and the MoE combine: `fused=True`); 'fp8-mtp_lit' also keeps the residual
     stream in float32 and accumulates fc, o_proj and down_proj into it (`fp8_linear(out=...)`); SiluAndMul is its
-    own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed). Rotary
-    embedding is left out (elementwise on 64 of 256 dims); with ctx == 0 a token's attention over itself is its v."""
+    own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed); the
+    float32 accumulators (the residual stream before fc, the dense gate_up output) are zero-filled by the RMSNorm kernel
+    before them, and SiluAndMul reads the gate_up accumulator as it is. Rotary embedding is left out (elementwise on 64
+    of 256 dims); with ctx == 0 a token's attention over itself is its v. pdl: every Triton kernel of the step (linears
+    and glue, all variants) is launched under programmatic dependent launch where `pdl_launch` allows it."""
     def __init__(self, cfg, variant='bf16', head_rows=None, device='cuda', seed=0, ctx=0, max_m=64, table=None,
-                 backend='auto', fused=None):
+                 backend='auto', fused=None, pdl=True):
         if variant not in VARIANTS: raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        self.cfg, self.variant, self.ctx, self.table, self.backend = cfg, variant, ctx, table, backend
+        self.cfg, self.variant, self.ctx, self.table, self.backend, self.pdl = cfg, variant, ctx, table, backend, pdl
         self.fused = (str(device).startswith('cuda') and backend != 'torch' and ctx == 0) if fused is None else fused
         self.head_rows = head_rows or cfg['vocab_size']
         g = torch.Generator(device=device).manual_seed(seed)
@@ -109,9 +112,10 @@ class DraftStep:
             nkv = cfg['num_key_value_heads']
             self.kc = rnd(max_m, nkv, ctx + 1, D); self.vc = rnd(max_m, nkv, ctx + 1, D)
 
-    def _cfg(self, x, w, act):
+    def _cfg(self, x, w, act, acc=False):
         K = x.shape[-1] // (2 if act else 1)
-        return select_config(x.shape[0], w.shape[0], K, 'channel', table=self.table) if x.is_cuda else None
+        use = (('acc' if acc else '') + ('+silu' if act else '')).lstrip('+')
+        return select_config(x.shape[0], w.shape[0], K, 'channel', table=self.table, use=use) if x.is_cuda else None
 
     def lin(self, x, name, residual=None, act=None):
         "y = act(x) W^T (+ residual) in this variant's way; with the fused float32 residual stream, residual += y."
@@ -126,23 +130,31 @@ class DraftStep:
             if residual is None: return y
             return residual.add_(y) if self.fused else y + residual
         if self.fused and residual is not None and residual.dtype == torch.float32:
-            return fp8_linear(x, w, s, out=residual, act=act, config=self._cfg(x, w, act), backend=self.backend)
-        y = fp8_linear(x, w, s, act=act, config=self._cfg(x, w, act), backend=self.backend)
+            return fp8_linear(x, w, s, out=residual, act=act, config=self._cfg(x, w, act, True), backend=self.backend,
+                              pdl=self.pdl)
+        y = fp8_linear(x, w, s, act=act, config=self._cfg(x, w, act), backend=self.backend, pdl=self.pdl)
         return y if residual is None else y + residual
 
+    def _pk(self, x):
+        "launch keywords of a glue kernel: PDL where allowed"
+        return pdl_launch(x) if self.pdl else {}
+
     def _silu_mul(self, x):
-        if not (self.fused and x.is_cuda): return silu_mul(x)
+        "SiluAndMul of a gate_up output [M, 2I] (bf16, or the float32 accumulator) -> bf16 [M, I]"
+        if not (self.fused and x.is_cuda): return silu_mul(x).to(torch.bfloat16)
         from mtp_lit import _triton_kernels as tk
         M, K2 = x.shape
-        o = torch.empty(M, K2 // 2, device=x.device, dtype=x.dtype)
+        o = torch.empty(M, K2 // 2, device=x.device, dtype=torch.bfloat16)
         tk.silu_mul_kernel[(M, math.ceil(K2 // 2 / 4096))](x, o, K2 // 2, x.stride(0), o.stride(0), BLOCK=4096,
-                                                                   num_warps=_GLUE_WARPS)
+                                                                   num_warps=_GLUE_WARPS, **self._pk(x))
         return o
 
-    def _norm(self, x, name, x2=None, name2=None):
+    def _norm(self, x, name, x2=None, name2=None, zero=None):
+        "RMSNorm(s) -> bf16; zero: a float32 [M, n] accumulator to zero-fill on the way"
         c = self.cfg
         H, eps = c['hidden_size'], c['rms_norm_eps']
         if not self.fused:
+            if zero is not None: zero.zero_()
             y = F.rms_norm(x.to(torch.bfloat16), (H,), self.p[name], eps)
             return y if x2 is None else torch.cat([y, F.rms_norm(x2, (H,), self.p[name2], eps)], -1)
         from mtp_lit import _triton_kernels as tk
@@ -151,7 +163,10 @@ class DraftStep:
         two = x2 is not None
         tk.rms_norm_kernel[(M, 2 if two else 1)](x, self.p[name], x2 if two else x, self.p[name2 or name], o, H, eps,
                                                  x.stride(0), (x2 if two else x).stride(0), o.stride(0),
-                                                 TWO=two, BLOCK=_next_pow2(H), num_warps=_GLUE_WARPS)
+                                                 TWO=two, BLOCK=_next_pow2(H), z_ptr=zero,
+                                                 NZ=0 if zero is None else zero.shape[1], ZERO=zero is not None,
+                                                 num_warps=_GLUE_WARPS,
+                                                 **self._pk(x))
         return o
 
     def _attention(self, qkv):
@@ -161,10 +176,11 @@ class DraftStep:
         gate_on = c['attn_output_gate']
         if self.fused:
             from mtp_lit import _triton_kernels as tk
-            o = torch.empty(M, nq * D, device=qkv.device, dtype=qkv.dtype)
-            qn = torch.empty(M, nq, D, device=qkv.device, dtype=qkv.dtype); kn = torch.empty(M, nkv, D, device=qkv.device, dtype=qkv.dtype)
+            dt = torch.bfloat16  # qkv: bf16, or the float32 accumulator of an 'fp8-mtp_lit' step
+            o = torch.empty(M, nq * D, device=qkv.device, dtype=dt)
+            qn = torch.empty(M, nq, D, device=qkv.device, dtype=dt); kn = torch.empty(M, nkv, D, device=qkv.device, dtype=dt)
             tk.gated_attn_ctx0_kernel[(M, nq + nkv)](qkv, p['qn'], p['kn'], o, qn, kn, eps, qkv.stride(0),
-                                                     NQ=nq, NKV=nkv, D=D, GATE=gate_on)
+                                                     NQ=nq, NKV=nkv, D=D, GATE=gate_on, **self._pk(qkv))
             return o
         nqg = nq * D * (2 if gate_on else 1)
         qg, k, v = qkv.split([nqg, nkv * D, nkv * D], -1)
@@ -193,18 +209,18 @@ class DraftStep:
             from mtp_lit import _triton_kernels as tk
             ids = torch.empty(M, k, device=a.device, dtype=torch.int32); wts = torch.empty(M, k, device=a.device, dtype=torch.float32)
             tk.router_topk_kernel[(M,)](logits, wts, ids, E, logits.stride(0), TOPK=k, TOPK_P2=_next_pow2(k),
-                                        BLOCK=_next_pow2(E), RENORM=moe['norm_topk_prob'])
+                                        BLOCK=_next_pow2(E), RENORM=moe['norm_topk_prob'], **self._pk(a))
         else:
             wts, ids = torch.topk(torch.softmax(logits.float(), -1), k, -1)
             if moe['norm_topk_prob']: wts = wts / wts.sum(-1, keepdim=True)
         self.last_ids = ids
-        gu = moe_linear(a, wgu, sgu, ids, backend=self.backend)
-        y = moe_linear(gu, wd, sd, ids, per_slot_input=True, act='silu_mul', backend=self.backend)
+        gu = moe_linear(a, wgu, sgu, ids, backend=self.backend, pdl=self.pdl)
+        y = moe_linear(gu, wd, sd, ids, per_slot_input=True, act='silu_mul', backend=self.backend, pdl=self.pdl)
         sg = self.lin(a, 'shared_gate_up_proj')
         sdn = self.lin(sg, 'shared_down_proj', act='silu_mul')
         if self.fused:
             tk.moe_combine_kernel[(M,)](x, y, wts, sdn, a, self.w['shared_expert_gate'][0], H, x.stride(0), y.stride(1),
-                                        sdn.stride(0), a.stride(0), TOPK=k, BLOCK=_next_pow2(H))
+                                        sdn.stride(0), a.stride(0), TOPK=k, BLOCK=_next_pow2(H), **self._pk(x))
             return x
         routed = (y.float() * wts[..., None]).sum(1)
         gate = torch.sigmoid(self.lin(a, 'shared_expert_gate').float())
@@ -213,14 +229,19 @@ class DraftStep:
     def hidden(self, emb, hid):
         "The draft's final normed hidden state [M, H] (bf16) from the last token's embedding [M, H] and the target's hidden state [M, H]."
         c = self.cfg
-        x = self.lin(self._norm(emb, 'enorm', hid, 'hnorm'), 'fc',
-                     residual=(torch.zeros(emb.shape[0], c['hidden_size'], device=emb.device, dtype=torch.float32)
-                               if self.fused and self.variant == 'fp8-mtp_lit' else None))
-        x = self.lin(self._attention(self.lin(self._norm(x, 'ln1'), 'qkv_proj')), 'o_proj', residual=x)
-        a = self._norm(x, 'ln2')
-        if c.get('moe'): x = self._moe(a, x)
-        else: x = self.lin(self._silu_mul(self.lin(a, 'gate_up_proj')), 'down_proj', residual=x)  # fusing SiluAndMul into
-        # down_proj's load cost more than its own launch on the H200 (37 vs ~28 us at M <= 16: the exp runs on all BM rows)
+        M = emb.shape[0]
+        acc = self.fused and self.variant == 'fp8-mtp_lit'  # float32 accumulators, zero-filled by the norm before them
+        # (split-K then costs no zero-fill or cast launch; the attention glue and SiluAndMul read them as they are)
+        x = torch.empty(M, c['hidden_size'], device=emb.device, dtype=torch.float32) if acc else None
+        x = self.lin(self._norm(emb, 'enorm', hid, 'hnorm', zero=x), 'fc', residual=x)
+        qkv = torch.empty(M, self.w['qkv_proj'][0].shape[0], device=emb.device, dtype=torch.float32) if acc else None
+        qkv = self.lin(self._norm(x, 'ln1', zero=qkv), 'qkv_proj', residual=qkv)
+        x = self.lin(self._attention(qkv), 'o_proj', residual=x)
+        if c.get('moe'): return self._norm(self._moe(self._norm(x, 'ln2'), x), 'norm')
+        gu = torch.empty(M, 2 * c['intermediate_size'], device=emb.device, dtype=torch.float32) if acc else None
+        gu = self.lin(self._norm(x, 'ln2', zero=gu), 'gate_up_proj', residual=gu)
+        x = self.lin(self._silu_mul(gu), 'down_proj', residual=x)  # fusing SiluAndMul into down_proj's load cost more
+        # than its own launch on the H200 (37 vs ~28 us at M <= 16: the exp runs on all BM rows)
         return self._norm(x, 'norm')
 
     def __call__(self, emb, hid):
@@ -230,7 +251,7 @@ class DraftStep:
         h = self.hidden(emb, hid)
         w, s = self.w['head']
         if self.variant == 'fp8-mtp_lit' and self.fused and s is not None:
-            return fp8_linear_argmax(h, w, s, config=self._cfg(h, w, None), backend=self.backend)
+            return fp8_linear_argmax(h, w, s, config=self._cfg(h, w, None), backend=self.backend, pdl=self.pdl)
         return self.lin(h, 'head').argmax(-1)
 
 # %% ../nbs/14_bench.ipynb #d6c540bb

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'scale_mode', 'dequantize', 'quantize_act_groups', 'reference_linear',
            'KernelConfig', 'block_m', 'm_bucket', 'default_config', 'tuned_table', 'select_config', 'triton_ok',
-           'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'moe_linear', 'time_graph', 'candidate_configs', 'precompile',
-           'tune_fp8_linear']
+           'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'moe_linear', 'time_graph', 'candidate_configs',
+           'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
 import math, os, json, functools, statistics, time, importlib.util
@@ -88,7 +88,9 @@ class KernelConfig:
     """A launch config of the Triton FP8 linear. BN weight rows x BK reduction columns per step; SPLIT_K programs along K
     (float32 atomics); A8: W8A8 (activations quantised to e4m3 per token and BK-column group, fp8 MMA) instead of W8A16;
     WCVT: how W8A16 widens e4m3 to bf16 (0 Triton's cvt, 1 integer ops, 2 inline-asm bit trick); SWAP: compute
-    (W x^T)^T so the weight rows fill the MMA's M side (needs BN >= 64); num_warps, num_stages (software pipelining)."""
+    (W x^T)^T so the weight rows fill the MMA's M side (needs BN >= 64); num_warps, num_stages (software pipelining);
+    SK > 0: stream-K, SK programs per SM, each streaming an equal run of the weight's (BN, BK) tiles (float32 atomics;
+    SPLIT_K is then unused)."""
     BN: int = 64
     BK: int = 256
     SPLIT_K: int = 1
@@ -97,6 +99,7 @@ class KernelConfig:
     SWAP: bool = True
     num_warps: int = 4
     num_stages: int = 4
+    SK: int = 0
 
 KERNEL_VARIANTS = {  # (A8, WCVT, SWAP): the kernel designs the tuner compares
     'w8a16-cvt': (False, 0, False), 'w8a16-asm': (False, 2, False), 'w8a16-asm-swap': (False, 2, True),
@@ -143,14 +146,20 @@ def tuned_table(path=None):
     d = json.loads(p.read_text())
     return {k: KernelConfig(**v) for k, v in d['configs'].items()}
 
-def select_config(M, N, K, mode='channel', table=None, num_sms=None):
-    "The config for an [M, K] x [N, K]^T FP8 linear: the tuned entry for (N, K, mode, M bucket) (or the nearest tuned bucket of that shape), else `default_config`."
+def select_config(M, N, K, mode='channel', table=None, num_sms=None, use=''):
+    """The config for an [M, K] x [N, K]^T FP8 linear: the tuned entry for (N, K, mode, M bucket) (or the nearest tuned
+    bucket of that shape), else `default_config`. use: how the output is taken, as `tune_fp8_linear` times it: ''
+    (a new tensor), 'acc' (added into a float32 `out`, so split-K needs no zero-fill or cast), 'acc+silu', 'silu';
+    an entry tuned for that use (key 'N,K,mode,M bucket,use') comes first, then the plain entry."""
     t = tuned_table() if table is None else table
-    c = t.get(f'{N},{K},{mode},{m_bucket(M)}')
-    if c is None:  # the nearest tuned bucket of the same shape: the smallest above M, else the largest below
-        bs = sorted(int(k.rsplit(',', 1)[1]) for k in t if k.startswith(f'{N},{K},{mode},'))
-        if bs: c = t[f'{N},{K},{mode},{next((b for b in bs if b >= M), bs[-1])}']
-    if c is not None and (mode != 'block' or 128 % c.BK == 0): return c
+    pre = f'{N},{K},{mode},'
+    for u in ((use, '') if use else ('',)):
+        sfx = f',{u}' if u else ''
+        c = t.get(f'{pre}{m_bucket(M)}{sfx}')
+        if c is None:  # the nearest tuned bucket of the same shape and use: the smallest above M, else the largest below
+            bs = sorted(int(k.split(',')[3]) for k in t if k.startswith(pre) and k.endswith(sfx) and k.count(',') == 3 + bool(u))
+            if bs: c = t[f'{pre}{next((b for b in bs if b >= M), bs[-1])}{sfx}']
+        if c is not None and (mode != 'block' or 128 % c.BK == 0): return c
     return default_config(M, N, K, mode, num_sms or _num_sms())
 
 # %% ../nbs/13_kernels.ipynb #4f24c6ef
@@ -167,6 +176,25 @@ def triton_ok(x):
 def _tk():
     from mtp_lit import _triton_kernels
     return _triton_kernels
+
+_PDL_OK = {}
+
+def pdl_launch(x):
+    """The launch keywords that run one of mtp_lit's Triton kernels under programmatic dependent launch (PDL, CUDA
+    12.3+ graphs and streams): {'PDL': 1, 'launch_pdl': True} for a CUDA tensor `x` on compute capability >= 9.0 with
+    a Triton that has griddepcontrol (triton.language.extra.cuda.gdc_wait), else {} (also under TRITON_INTERPRET=1
+    and with the environment variable MTP_LIT_PDL=0). The kernel is then launched while the previous kernel of the
+    stream still runs; it waits for it (griddepcontrol.wait) before its first read, so its results do not change."""
+    if not x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1' or os.environ.get('MTP_LIT_PDL') == '0': return {}
+    d = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    if d not in _PDL_OK:
+        ok = torch.cuda.get_device_capability(d) >= (9, 0)
+        try:
+            from triton.language.extra.cuda import gdc_wait  # noqa: F401
+        except ImportError:
+            ok = False
+        _PDL_OK[d] = ok
+    return dict(PDL=1, launch_pdl=True) if _PDL_OK[d] else {}
 
 def _check_linear(x, qweight, scale, bias, residual, out, act, block_size):
     if qweight.dim() != 2: raise ValueError(f"qweight must be [N, K], got shape {tuple(qweight.shape)}")
@@ -214,7 +242,7 @@ def _torch_linear(x, qweight, scale, bias, mode, block_size):
     return y if bias is None else y + bias.to(y.dtype)
 
 def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, act=None, block_size=(128, 128),
-               config=None, backend='auto'):
+               config=None, backend='auto', pdl=False):
     """y = act(x) @ (scale * qweight)^T (+ bias) (+ residual), for an FP8 (e4m3) weight read once.
 
     x [..., K] bfloat16/float16/float32 ([..., 2K] with act='silu_mul': the gate_up output, SiluAndMul fused into the
@@ -224,7 +252,9 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     `out` (float32 [..., N], e.g. a float32 residual stream), adds y into `out` in place (atomics: split-K is free)
     and returns it. backend: 'triton' (CUDA, sm_89+); 'torch' (any device: e4m3 weights converted exactly to x's
     dtype, F.linear, a per-tensor/per-channel scale applied in float32 after it; block scales applied to the weight
-    in float32 before it is rounded to x's dtype); or 'auto' (triton when it can run). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
+    in float32 before it is rounded to x's dtype); or 'auto' (triton when it can run). pdl: launch the Triton kernel
+    under programmatic dependent launch where `pdl_launch` allows it (off by default: the plugin's path under vLLM is
+    not measured with it). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
     mode = _check_linear(x, qweight, scale, bias, residual, out, act, block_size)
     if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
     if backend == 'torch':
@@ -236,11 +266,11 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     M = x2.shape[0]
     r2 = None if residual is None else residual.reshape(M, N)
     o2 = None if out is None else out.view(M, N)
-    cfg = config or select_config(M, N, K, mode)
-    y = _launch_linear(x2, qweight, scale, bias, r2, o2, act, mode, cfg, block_size)
+    cfg = config or select_config(M, N, K, mode, use=(('acc' if out is not None else '') + ('+silu' if act else '')).lstrip('+'))
+    y = _launch_linear(x2, qweight, scale, bias, r2, o2, act, mode, cfg, block_size, pdl=pdl)
     return out if out is not None else y.reshape(*lead, N)
 
-def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=None, backend='auto'):
+def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=None, backend='auto', pdl=False):
     """The draft head's greedy token without its logits: argmax over N of `fp8_linear(x, qweight, scale)` (logits rounded
     to x's dtype, the first index of the largest, as `torch.argmax`). x [..., K]; returns int64 [...].
 
@@ -248,7 +278,7 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
     are written or read back) and one small kernel picks the token from the per-tile maxima; the 'torch' backend runs
     `fp8_linear(...).argmax(-1)`. Split-K is not used (a tile needs its whole sums). A NaN logit counts as +inf on the
     Triton backend (torch.argmax also picks NaN first; the two differ only for a row holding both NaN and +inf): the
-    token is always in [0, N). Raises as `fp8_linear`."""
+    token is always in [0, N). pdl: as in `fp8_linear` (both launches). Raises as `fp8_linear`."""
     mode = _check_linear(x, qweight, scale, None, None, None, None, block_size)
     if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
     if backend == 'torch': return fp8_linear(x, qweight, scale, block_size=block_size, backend='torch').argmax(-1)
@@ -260,8 +290,9 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
     pv = torch.empty(M, nt, device=x.device, dtype=torch.float32)
     pi = torch.empty(M, nt, device=x.device, dtype=torch.int32)
     ids = torch.empty(M, device=x.device, dtype=torch.int64)
-    _launch_linear(x2, qweight, scale, None, None, None, None, mode, cfg, block_size, argmax=(pv, pi))
-    _tk().argmax_finalize_kernel[(M,)](pv, pi, ids, nt, BLOCK=max(16, 1 << (nt - 1).bit_length()))
+    _launch_linear(x2, qweight, scale, None, None, None, None, mode, cfg, block_size, argmax=(pv, pi), pdl=pdl)
+    _tk().argmax_finalize_kernel[(M,)](pv, pi, ids, nt, BLOCK=max(16, 1 << (nt - 1).bit_length()),
+                                       **(pdl_launch(x2) if pdl else {}))
     return ids.reshape(lead)
 
 def _scale_args(scale, mode, lead_dims=0):
@@ -271,7 +302,7 @@ def _scale_args(scale, mode, lead_dims=0):
     if mode == 'channel': return scale, scale.stride(lead_dims), 0
     return scale, scale.stride(lead_dims), scale.stride(lead_dims + 1)
 
-def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argmax=None):
+def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argmax=None, pdl=False):
     "The dense kernel's launch; argmax=(pv, pi): the head's per-tile maxima instead of an output (split-K off)."
     tk = _tk()
     M = x2.shape[0]
@@ -282,6 +313,7 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
     a8 = cfg.A8 and mode != 'none'
     wcvt = cfg.WCVT if x2.dtype == torch.bfloat16 else 0
     swap = cfg.SWAP and cfg.BN >= 64
+    if cfg.SK and not argmax: return _launch_sk(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, pdl)
     split = 1 if argmax else max(1, min(cfg.SPLIT_K, math.ceil(K / cfg.BK)))
     k_split = math.ceil(math.ceil(K / split) / cfg.BK) * cfg.BK
     split = math.ceil(K / k_split)
@@ -303,13 +335,37 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
         BM=BM, BN=cfg.BN, BK=cfg.BK, SPLIT_K=split, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
         A8=a8, HAS_BIAS=bias is not None, HAS_RES=has_res, WCVT=wcvt, SWAP=swap, DOT_F32=interp,
         ATOMIC=atomic, ACT=1 if act else 0, ARGMAX=argmax is not None, pv_ptr=argmax[0] if argmax else None,
-        pi_ptr=argmax[1] if argmax else None, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        pi_ptr=argmax[1] if argmax else None, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **(pdl_launch(x2) if pdl else {}))
     if o2 is not None: return o2
     return out.to(x2.dtype) if split > 1 else out
 
+def _launch_sk(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, pdl):
+    "The stream-K kernel's launch (config SK > 0): float32 atomics into out (o2, or zeros / the residual, then cast)."
+    M = x2.shape[0]
+    N, K = w.shape
+    BM = block_m(M)
+    if mode == 'block' and block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
+    if scale is not None: scale = scale.float() if scale.dtype != torch.float32 else scale
+    s, ssn, ssk = _scale_args(scale, mode)
+    if o2 is not None: out = o2
+    else: out = torch.zeros(M, N, device=x2.device, dtype=torch.float32) if r2 is None else r2.to(torch.float32, copy=True)
+    if bias is not None: out += bias.float()
+    KT = math.ceil(K / cfg.BK)
+    U = math.ceil(N / cfg.BN) * KT
+    P = min(U, cfg.SK * _num_sms(x2.device))
+    _tk().fp8_linear_sk_kernel[(P, math.ceil(M / BM))](
+        x2, w, s if s is not None else w, out, M, N, K, KT, U,
+        x2.stride(0), w.stride(0), ssn, ssk, out.stride(0),
+        BM=BM, BN=cfg.BN, BK=cfg.BK, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
+        A8=cfg.A8 and mode != 'none', WCVT=cfg.WCVT if x2.dtype == torch.bfloat16 else 0, SWAP=cfg.SWAP and cfg.BN >= 64,
+        DOT_F32=os.environ.get('TRITON_INTERPRET') == '1', ACT=1 if act else 0, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages, **(pdl_launch(x2) if pdl else {}))
+    return out if o2 is not None else out.to(x2.dtype)
+
 # %% ../nbs/13_kernels.ipynb #2787a4cf
 def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, block_size=(128, 128), config=None,
-               backend='auto'):
+               backend='auto', pdl=False):
     """Routed-expert linear: out[m, j] = x_row @ (scale[e] * qweight[e])^T with e = topk_ids[m, j].
 
     x [M, K] (the same row for all of a token's experts, e.g. gate_up_proj) or, with `per_slot_input`, [M, top_k, K]
@@ -317,7 +373,8 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
     into the load); qweight [E, N, K] float8_e4m3fn (or bf16/fp16 with scale=None);
     scale [E, 1] / [E, N] / [E, ceil(N/128), ceil(K/128)]; topk_ids [M, top_k] int (vLLM's fused-MoE `topk_ids`).
     Returns [M, top_k, N] in x's dtype. Each expert's weights are read once whatever number of tokens it serves,
-    and experts that no token routes to are not read. Raises ValueError on mismatched shapes or ids out of range."""
+    and experts that no token routes to are not read. pdl: as in `fp8_linear`. Raises ValueError on mismatched shapes
+    or ids out of range."""
     if qweight.dim() != 3: raise ValueError(f"qweight must be [E, N, K], got {tuple(qweight.shape)}")
     E, N, K = qweight.shape
     if topk_ids.dim() != 2: raise ValueError(f"topk_ids must be [M, top_k], got {tuple(topk_ids.shape)}")
@@ -357,7 +414,8 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
         TOPK=top_k, TOPK_P2=1 << max(0, (top_k - 1).bit_length()), PER_SLOT_X=per_slot_input,
         BM=BM, BN=cfg.BN, BK=cfg.BK, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
         A8=cfg.A8 and mode != 'none', WCVT=cfg.WCVT if x.dtype == torch.bfloat16 else 0, SWAP=cfg.SWAP and cfg.BN >= 64,
-        DOT_F32=interp, ACT=1 if act else 0, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        DOT_F32=interp, ACT=1 if act else 0, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **(pdl_launch(x2) if pdl else {}))
     return out.reshape(M, top_k, N)
 
 # %% ../nbs/13_kernels.ipynb #92487377

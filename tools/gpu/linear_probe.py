@@ -1,7 +1,7 @@
 """Device-machine probe for issue 8, round 3: each FP8 linear of the Qwen3.5-27B draft step alone (float32 accumulate
 into `out`, as in the step) against a pure read of its bytes, for the tuned config and stream-K configs (SK programs
 per SM; results/linear_sk_probe.json). An earlier version also stored the weight tile-contiguous
-([N/BN, K/BK, BN, BK]); results/linear_tiled_probe.json, no gain, removed).
+([N/BN, K/BK, BN, BK]: results/linear_tiled_probe.json; no gain, removed).
 Run on the GPU: `PYTHONPATH=. python3 tools/gpu/linear_probe.py [--out DIR]`; writes linear_probe.json."""
 import argparse, json, os, math, dataclasses
 import torch

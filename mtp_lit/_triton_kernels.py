@@ -223,7 +223,9 @@ def fp8_linear_sk_kernel(x_ptr, w_ptr, s_ptr, o_ptr, M, N, K, KT, U,
                          SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
                          A8: tl.constexpr, WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr,
                          ACT: tl.constexpr = 0, PDL: tl.constexpr = 0):
-    """Stream-K: out[M, N] += act(x)[M, K] @ (scale * w[N, K])^T, out float32. The U = cdiv(N, BN) * KT weight tiles
+    """Stream-K (Osama et al., PPoPP 2023): out[M, N] += act(x)[M, K] @ (scale * w[N, K])^T. x bf16/fp16/fp32 (row
+    stride stride_xm; [M, 2K] with ACT 1), w [N, K] float8_e4m3fn (row stride stride_wn), scales float32 as in
+    fp8_linear_kernel (SCALE_MODE 1 per-tensor, 2 per-channel, 3 block), out float32 [M, N]. The U = cdiv(N, BN) * KT weight tiles
     (KT = cdiv(K, BK) per block of BN rows, taken block after block) are cut into num_programs(0) contiguous runs of
     equal length (+-1 tile); each program streams its run in one software-pipelined loop and adds its partial sums into
     out with atomics each time its run leaves a row block. One wave of equal programs: no program starts late, none

@@ -85,9 +85,9 @@ class DraftStep:
     On CUDA the glue between the linears is fused as in vLLM (one kernel each for the RMSNorms, SiluAndMul, the
     attention glue, the router softmax-top-k and the MoE combine: `fused=True`); 'fp8-mtp_lit' also keeps the residual
     stream in float32 and accumulates fc, o_proj and down_proj into it (`fp8_linear(out=...)`); SiluAndMul is its
-    own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed); the
-    float32 accumulators (the residual stream before fc, the dense gate_up output) are zero-filled by the RMSNorm kernel
-    before them, and SiluAndMul reads the gate_up accumulator as it is. Rotary embedding is left out (elementwise on 64
+    own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed); qkv_proj and
+    the dense gate_up_proj also write float32 accumulators. These (and the residual stream, before fc) are zero-filled
+    by the RMSNorm kernel before them; the attention glue and SiluAndMul read them as they are. Rotary embedding is left out (elementwise on 64
     of 256 dims); with ctx == 0 a token's attention over itself is its v. pdl: every Triton kernel of the step (linears
     and glue, all variants) is launched under programmatic dependent launch where `pdl_launch` allows it."""
     def __init__(self, cfg, variant='bf16', head_rows=None, device='cuda', seed=0, ctx=0, max_m=64, table=None,
@@ -514,7 +514,8 @@ def plot_speedup(rows, path=None):
     return fig
 
 # %% ../nbs/14_bench.ipynb #9b374003
-_USE = {'fc': 'acc', 'o_proj': 'acc', 'down_proj': 'acc', 'shared_down_proj': 'silu'}  # how DraftStep calls each linear
+_USE = {'fc': 'acc', 'qkv_proj': 'acc', 'o_proj': 'acc', 'gate_up_proj': 'acc', 'down_proj': 'acc',
+        'shared_down_proj': 'silu'}  # how DraftStep ('fp8-mtp_lit', fused) calls each linear
 
 def bench_cli(argv=None):
     """`mtp-lit bench`: time one MTP draft step at real shapes (BF16 vs FP8 torch vs FP8 mtp_lit, full vs truncated head),

@@ -1,7 +1,7 @@
 """Device-machine run for issue 8, round 3: re-tune the Qwen3.5-27B draft step's accumulating linears (use 'acc': the
 output is added into a float32 buffer, as in `DraftStep`, so split-K and stream-K cost no zero-fill or cast) over the
 fine candidates plus W8A8 swap-AB and stream-K, M in {1, 4, 16}; merge the winners into the tuned table under keys
-'N,K,mode,M bucket,acc'. Run: `PYTHONPATH=. python3 tools/gpu/retune_step.py --out DIR` (writes retune_timings.json,
+'N,K,mode,M bucket,acc' (as tune_fp8_linear writes them for use 'acc'). Run: `PYTHONPATH=. python3 tools/gpu/retune_step.py --out DIR` (writes retune_timings.json,
 fp8_linear_h200.json; with --install also over mtp_lit/data/fp8_linear_h200.json)."""
 import argparse, json, os, itertools, dataclasses
 from mtp_lit.kernels import tune_fp8_linear, KernelConfig, _TABLE_FILE
@@ -32,7 +32,7 @@ def main():
                           baselines=False, log=lambda s: print(s, flush=True))
     json.dump(res['timings'], open(os.path.join(a.out, 'retune_timings.json'), 'w'))
     table = json.loads(_TABLE_FILE.read_text())
-    for k, c in res['configs'].items(): table['configs'][k + ',acc'] = c
+    table['configs'].update(res['configs'])  # keys 'N,K,mode,M bucket,acc' (tune_fp8_linear adds the use)
     table['about'] = table['about'].rstrip('.') + ('. Keys ending ",acc": the Qwen3.5-27B draft step\'s linears re-tuned '
         'for accumulation into a float32 output (tools/gpu/retune_step.py: the fine candidates plus W8A8 swap-AB and '
         'stream-K, M in {1, 4, 16}; timings in tools/gpu/results/retune_timings.json).')

@@ -87,9 +87,10 @@ class DraftStep:
     stream in float32 and accumulates fc, o_proj and down_proj into it (`fp8_linear(out=...)`); SiluAndMul is its
     own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed); qkv_proj and
     the dense gate_up_proj also write float32 accumulators. These (and the residual stream, before fc) are zero-filled
-    by the RMSNorm kernel before them; the attention glue and SiluAndMul read them as they are. Rotary embedding is left out (elementwise on 64
-    of 256 dims); with ctx == 0 a token's attention over itself is its v. pdl: every Triton kernel of the step (linears
-    and glue, all variants) is launched under programmatic dependent launch where `pdl_launch` allows it."""
+    by the RMSNorm kernel before them; the attention glue and SiluAndMul read them as they are. Rotary embedding is
+    left out (elementwise on 64 of 256 dims); with ctx == 0 a token's attention over itself is its v. pdl: every Triton
+    kernel of the step (linears and glue, all variants) is launched under programmatic dependent launch where
+    `pdl_launch` allows it."""
     def __init__(self, cfg, variant='bf16', head_rows=None, device='cuda', seed=0, ctx=0, max_m=64, table=None,
                  backend='auto', fused=None, pdl=True):
         if variant not in VARIANTS: raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")

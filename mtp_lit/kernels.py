@@ -9,7 +9,7 @@ __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'scale_mode', 'dequa
            'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
-import math, os, json, functools, statistics, time, importlib.util
+import math, os, json, functools, itertools, statistics, time, importlib.util
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
@@ -165,7 +165,7 @@ def select_config(M, N, K, mode='channel', table=None, num_sms=None, use=''):
                     and (not u or k.split(',')[4] == u))
         return t[f'{pre}{next((b for b in bs if b >= M), bs[-1])}' + (f',{u}' if u else '')] if bs else None
     uses = (use, '') if use else ('',)
-    for c in [exact(u) for u in uses] + [nearest(u) for u in uses]:
+    for c in itertools.chain((exact(u) for u in uses), (nearest(u) for u in uses)):  # lazily: the first hit ends it
         if c is not None and (mode != 'block' or 128 % c.BK == 0): return c
     return default_config(M, N, K, mode, num_sms or _num_sms())
 

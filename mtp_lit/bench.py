@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .kernels import (fp8_linear, fp8_linear_argmax, moe_linear, quantize_fp8, KernelConfig, select_config, tuned_table, m_bucket,
-                             block_m, default_config, FP8, FP8_MAX, triton_ok, time_graph, silu_mul, pdl_launch)
+                             block_m, default_config, FP8, FP8_MAX, triton_ok, time_graph, silu_mul, pdl_launch,
+                             linear_use)
 
 # %% ../nbs/14_bench.ipynb #9e917f7d
 _SHAPES_FILE = Path(importlib.util.find_spec('mtp_lit').origin).parent / 'data' / 'shapes.json'
@@ -115,8 +116,7 @@ class DraftStep:
 
     def _cfg(self, x, w, act, acc=False):
         K = x.shape[-1] // (2 if act else 1)
-        use = (('acc' if acc else '') + ('+silu' if act else '')).lstrip('+')
-        return select_config(x.shape[0], w.shape[0], K, 'channel', table=self.table, use=use) if x.is_cuda else None
+        return select_config(x.shape[0], w.shape[0], K, 'channel', table=self.table, use=linear_use(acc, act)) if x.is_cuda else None
 
     def lin(self, x, name, residual=None, act=None):
         "y = act(x) W^T (+ residual) in this variant's way; with the fused float32 residual stream, residual += y."

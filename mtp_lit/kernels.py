@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'scale_mode', 'dequantize', 'quantize_act_groups', 'reference_linear',
-           'KernelConfig', 'block_m', 'm_bucket', 'default_config', 'tuned_table', 'select_config', 'triton_ok',
-           'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'moe_linear', 'time_graph', 'candidate_configs',
-           'precompile', 'tune_fp8_linear']
+           'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'tuned_table', 'select_config',
+           'triton_ok', 'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'moe_linear', 'time_graph',
+           'candidate_configs', 'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -125,6 +125,10 @@ def _num_sms(device=None):
 
 USES = ('', 'acc', 'acc+silu', 'silu')  # how a linear's output is taken (tune_fp8_linear, select_config)
 
+def linear_use(acc=False, act=None):
+    "The `USES` entry of a linear whose output is added into a float32 buffer (acc) and/or whose input is SiluAndMul'd (act)."
+    return ('acc' if acc else '') + ('+silu' if acc and act else 'silu' if act else '')
+
 def default_config(M, N, K, mode='channel', num_sms=132):
     """The config when the tuned table has no entry for the shape, from a coarse sweep on an H200: M <= 16: W8A16 with
     the inline-asm widening, BN 64, BK 256 (128 for N < 8192 or block scales), split-K until >= 2 programs per SM;
@@ -184,7 +188,14 @@ def _tk():
     from mtp_lit import _triton_kernels
     return _triton_kernels
 
-_PDL_OK = {}
+@functools.cache
+def _pdl_ok(device_index):
+    "sm_90+ and a Triton with griddepcontrol, for this device"
+    try:
+        from triton.language.extra.cuda import gdc_wait  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.get_device_capability(device_index) >= (9, 0)
 
 def pdl_launch(x):
     """The launch keywords that run one of mtp_lit's Triton kernels under programmatic dependent launch (PDL, CUDA
@@ -193,15 +204,7 @@ def pdl_launch(x):
     and with the environment variable MTP_LIT_PDL=0). The kernel is then launched while the previous kernel of the
     stream still runs; it waits for it (griddepcontrol.wait) before its first read, so its results do not change."""
     if not x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1' or os.environ.get('MTP_LIT_PDL') == '0': return {}
-    d = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    if d not in _PDL_OK:
-        ok = torch.cuda.get_device_capability(d) >= (9, 0)
-        try:
-            from triton.language.extra.cuda import gdc_wait  # noqa: F401
-        except ImportError:
-            ok = False
-        _PDL_OK[d] = ok
-    return dict(PDL=1, launch_pdl=True) if _PDL_OK[d] else {}
+    return dict(PDL=1, launch_pdl=True) if _pdl_ok(x.device.index) else {}
 
 def _check_linear(x, qweight, scale, bias, residual, out, act, block_size):
     if qweight.dim() != 2: raise ValueError(f"qweight must be [N, K], got shape {tuple(qweight.shape)}")
@@ -273,7 +276,7 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     M = x2.shape[0]
     r2 = None if residual is None else residual.reshape(M, N)
     o2 = None if out is None else out.view(M, N)
-    cfg = config or select_config(M, N, K, mode, use=(('acc' if out is not None else '') + ('+silu' if act else '')).lstrip('+'))
+    cfg = config or select_config(M, N, K, mode, use=linear_use(out is not None, act))
     y = _launch_linear(x2, qweight, scale, bias, r2, o2, act, mode, cfg, block_size, pdl=pdl)
     return out if out is not None else y.reshape(*lead, N)
 
@@ -310,65 +313,46 @@ def _scale_args(scale, mode, lead_dims=0):
     return scale, scale.stride(lead_dims), scale.stride(lead_dims + 1)
 
 def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argmax=None, pdl=False):
-    "The dense kernel's launch; argmax=(pv, pi): the head's per-tile maxima instead of an output (split-K off)."
+    """The dense kernel's launch, or the stream-K one (config SK > 0); argmax=(pv, pi): the head's per-tile maxima
+    instead of an output (split-K and stream-K off)."""
     tk = _tk()
     M = x2.shape[0]
     N, K = w.shape
     BM = block_m(M)
-    interp = os.environ.get('TRITON_INTERPRET') == '1'
     if mode == 'block' and block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
-    a8 = cfg.A8 and mode != 'none'
-    wcvt = cfg.WCVT if x2.dtype == torch.bfloat16 else 0
-    swap = cfg.SWAP and cfg.BN >= 64
-    if cfg.SK and not argmax: return _launch_sk(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, pdl)
-    split = 1 if argmax else max(1, min(cfg.SPLIT_K, math.ceil(K / cfg.BK)))
+    sk = bool(cfg.SK) and not argmax
+    split = 1 if (argmax or sk) else max(1, min(cfg.SPLIT_K, math.ceil(K / cfg.BK)))
     k_split = math.ceil(math.ceil(K / split) / cfg.BK) * cfg.BK
     split = math.ceil(K / k_split)
     if scale is not None: scale = scale.float() if scale.dtype != torch.float32 else scale
     s, ssn, ssk = _scale_args(scale, mode)
-    atomic = o2 is not None or split > 1
+    atomic = o2 is not None or split > 1 or sk   # float32 out, every program adds its part
     if o2 is not None: out = o2
     elif argmax: out = x2                     # not written: its dtype is the one the logits are rounded to
-    elif split > 1:
+    elif atomic:
         out = torch.zeros(M, N, device=x2.device, dtype=torch.float32) if r2 is None else r2.to(torch.float32, copy=True)
     else:
         out = torch.empty(M, N, device=x2.device, dtype=x2.dtype)
     has_res = r2 is not None and not atomic
-    grid = (math.ceil(N / cfg.BN), split, math.ceil(M / BM))
-    tk.fp8_linear_kernel[grid](
-        x2, w, s if s is not None else w, bias if bias is not None else w, r2 if has_res else out, out,
-        M, N, K, k_split,
-        x2.stride(0), w.stride(0), ssn, ssk, (r2.stride(0) if has_res else 0), out.stride(0),
-        BM=BM, BN=cfg.BN, BK=cfg.BK, SPLIT_K=split, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
-        A8=a8, HAS_BIAS=bias is not None, HAS_RES=has_res, WCVT=wcvt, SWAP=swap, DOT_F32=interp,
-        ATOMIC=atomic, ACT=1 if act else 0, ARGMAX=argmax is not None, pv_ptr=argmax[0] if argmax else None,
-        pi_ptr=argmax[1] if argmax else None, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        **(pdl_launch(x2) if pdl else {}))
+    common = dict(BM=BM, BN=cfg.BN, BK=cfg.BK, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
+                  A8=cfg.A8 and mode != 'none', WCVT=cfg.WCVT if x2.dtype == torch.bfloat16 else 0,
+                  SWAP=cfg.SWAP and cfg.BN >= 64, DOT_F32=os.environ.get('TRITON_INTERPRET') == '1', ACT=1 if act else 0,
+                  num_warps=cfg.num_warps, num_stages=cfg.num_stages, **(pdl_launch(x2) if pdl else {}))
+    if sk:
+        if bias is not None: out += bias.float()
+        KT = math.ceil(K / cfg.BK)
+        U = math.ceil(N / cfg.BN) * KT
+        tk.fp8_linear_sk_kernel[(min(U, cfg.SK * _num_sms(x2.device)), math.ceil(M / BM))](
+            x2, w, s if s is not None else w, out, M, N, K, KT, U, x2.stride(0), w.stride(0), ssn, ssk, out.stride(0), **common)
+    else:
+        tk.fp8_linear_kernel[(math.ceil(N / cfg.BN), split, math.ceil(M / BM))](
+            x2, w, s if s is not None else w, bias if bias is not None else w, r2 if has_res else out, out,
+            M, N, K, k_split,
+            x2.stride(0), w.stride(0), ssn, ssk, (r2.stride(0) if has_res else 0), out.stride(0),
+            SPLIT_K=split, HAS_BIAS=bias is not None, HAS_RES=has_res, ATOMIC=atomic, ARGMAX=argmax is not None,
+            pv_ptr=argmax[0] if argmax else None, pi_ptr=argmax[1] if argmax else None, **common)
     if o2 is not None: return o2
-    return out.to(x2.dtype) if split > 1 else out
-
-def _launch_sk(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, pdl):
-    "The stream-K kernel's launch (config SK > 0): float32 atomics into out (o2, or zeros / the residual, then cast)."
-    M = x2.shape[0]
-    N, K = w.shape
-    BM = block_m(M)
-    if mode == 'block' and block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
-    if scale is not None: scale = scale.float() if scale.dtype != torch.float32 else scale
-    s, ssn, ssk = _scale_args(scale, mode)
-    if o2 is not None: out = o2
-    else: out = torch.zeros(M, N, device=x2.device, dtype=torch.float32) if r2 is None else r2.to(torch.float32, copy=True)
-    if bias is not None: out += bias.float()
-    KT = math.ceil(K / cfg.BK)
-    U = math.ceil(N / cfg.BN) * KT
-    P = min(U, cfg.SK * _num_sms(x2.device))
-    _tk().fp8_linear_sk_kernel[(P, math.ceil(M / BM))](
-        x2, w, s if s is not None else w, out, M, N, K, KT, U,
-        x2.stride(0), w.stride(0), ssn, ssk, out.stride(0),
-        BM=BM, BN=cfg.BN, BK=cfg.BK, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
-        A8=cfg.A8 and mode != 'none', WCVT=cfg.WCVT if x2.dtype == torch.bfloat16 else 0, SWAP=cfg.SWAP and cfg.BN >= 64,
-        DOT_F32=os.environ.get('TRITON_INTERPRET') == '1', ACT=1 if act else 0, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **(pdl_launch(x2) if pdl else {}))
-    return out if o2 is not None else out.to(x2.dtype)
+    return out.to(x2.dtype) if atomic else out
 
 # %% ../nbs/13_kernels.ipynb #2787a4cf
 def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, block_size=(128, 128), config=None,

@@ -74,8 +74,11 @@ def _pdl_start(PDL: tl.constexpr):
 def _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
                stride_xm, stride_wn, stride_sn, stride_sk, BK: tl.constexpr,
                SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
-               A8: tl.constexpr, WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr, ACT: tl.constexpr):
-    "acc (+)= the product of one K tile [k0, k0 + BK) of x[x_rows] and w[rn] (the main loop's body; SWAP: acc is transposed)."
+               A8: tl.constexpr, WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr, ACT: tl.constexpr,
+               n0=0, TMA: tl.constexpr = False):
+    """acc (+)= the product of one K tile [k0, k0 + BK) of x[x_rows] and w[rn] (the main loop's body; SWAP: acc is transposed).
+    TMA: w_ptr is a TensorDescriptor of the weight [N, K] with block [BN, BK], and the tile at rows n0.. is one bulk copy
+    by Hopper's Tensor Memory Accelerator (zeros past N and K; the masked x is zero past k_hi) instead of per-thread loads."""
     rk = tl.arange(0, BK)
     kk = k0 + rk
     k_ok = kk < k_hi
@@ -84,7 +87,10 @@ def _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
         u = tl.load(x_ptr + x_rows[:, None] * stride_xm + K + kk[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         g = x.to(tl.float32)
         x = (g / (1.0 + tl.exp(-g)) * u.to(tl.float32)).to(x.dtype)
-    w = tl.load(w_ptr + rn[:, None] * stride_wn + kk[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+    if TMA:
+        w = w_ptr.load([n0, k0])
+    else:
+        w = tl.load(w_ptr + rn[:, None] * stride_wn + kk[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
     if SCALE_MODE == 3:
         s = tl.load(s_ptr + (rn // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=n_ok, other=0.0)
     if A8:
@@ -124,11 +130,12 @@ def _mainloop(x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, k_lo, k_hi, K, N,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
               SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
               A8: tl.constexpr, WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr,
-              ACT: tl.constexpr = 0):
+              ACT: tl.constexpr = 0, n0=0, TMA: tl.constexpr = False):
     """acc[BM, BN] = sum over k in [k_lo, k_hi) of x[x_rows, k] * w[rn, k], float32; block scales (SCALE_MODE 3) and the
     W8A8 activation scales are applied per K tile. SWAP computes acc^T = w x^T: the weight rows fill the MMA's M side
     (>= 64 for Hopper's wgmma) and the few tokens its N side (8..256), so no MMA work is spent on padding rows.
-    ACT 1: the activation is silu(x[:, k]) * x[:, K + k] (vLLM's SiluAndMul of a gate_up output [M, 2K]), fused into the load."""
+    ACT 1: the activation is silu(x[:, k]) * x[:, K + k] (vLLM's SiluAndMul of a gate_up output [M, 2K]), fused into the load.
+    TMA: the weight tiles come through a TensorDescriptor (`_tile_step`); n0 = rn's first row."""
     if SWAP:
         acc = tl.zeros((BN, BM), dtype=tl.float32)
     else:
@@ -136,7 +143,8 @@ def _mainloop(x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, k_lo, k_hi, K, N,
     n_ok = rn < N
     for k0 in range(k_lo, k_hi, BK):
         acc = _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
-                         stride_xm, stride_wn, stride_sn, stride_sk, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT)
+                         stride_xm, stride_wn, stride_sn, stride_sk, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT,
+                         n0, TMA)
     if SWAP:
         return tl.trans(acc)
     else:
@@ -160,14 +168,15 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
                       A8: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr,
                       WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr,
                       ATOMIC: tl.constexpr = False, ACT: tl.constexpr = 0, ARGMAX: tl.constexpr = False,
-                      pv_ptr=None, pi_ptr=None, PDL: tl.constexpr = 0):
+                      pv_ptr=None, pi_ptr=None, PDL: tl.constexpr = 0, TMA: tl.constexpr = False):
     """out[M, N] (+)= act(x)[M, K] @ (scale * w[N, K])^T (+ bias) (+ residual).
 
     grid = (cdiv(N, BN), SPLIT_K, cdiv(M, BM)). ATOMIC: out is float32 and already holds something (zeros, or the
     residual stream); every program adds its part with atomics, so split-K costs no extra pass. ARGMAX (the draft head,
     SPLIT_K = 1): instead of the logits, each program writes the largest logit of each token, as rounded to out's dtype,
     to pv[m, pid_n] (float32) and its first column to pi[m, pid_n] (int32); `argmax_finalize_kernel` picks the token.
-    PDL 1: launched with programmatic dependent launch (it waits for the previous kernel first, then lets the next one launch)."""
+    PDL 1: launched with programmatic dependent launch (it waits for the previous kernel first, then lets the next one launch).
+    TMA: w_ptr is a TensorDescriptor (block [BN, BK]) and every weight tile is one TMA bulk copy (`_tile_step`)."""
     _pdl_start(PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -180,7 +189,7 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
     k_hi = tl.minimum(k_lo + K_SPLIT, K)
     acc = _mainloop(x_ptr, w_ptr, s_ptr, rm, m_ok, rn, k_lo, k_hi, K, N,
                     stride_xm, stride_wn, stride_sn, stride_sk,
-                    BM, BN, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT)
+                    BM, BN, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT, pid_n * BN, TMA)
     acc = _epilogue_scale(acc, s_ptr, rn, N, stride_sn, SCALE_MODE)
     if HAS_BIAS:
         b = tl.load(b_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)
@@ -222,14 +231,14 @@ def fp8_linear_sk_kernel(x_ptr, w_ptr, s_ptr, o_ptr, M, N, K, KT, U,
                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                          SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
                          A8: tl.constexpr, WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr,
-                         ACT: tl.constexpr = 0, PDL: tl.constexpr = 0):
+                         ACT: tl.constexpr = 0, PDL: tl.constexpr = 0, TMA: tl.constexpr = False):
     """Stream-K (Osama et al., PPoPP 2023): out[M, N] += act(x)[M, K] @ (scale * w[N, K])^T. x bf16/fp16/fp32 (row
     stride stride_xm; [M, 2K] with ACT 1), w [N, K] float8_e4m3fn (row stride stride_wn), scales float32 as in
     fp8_linear_kernel (SCALE_MODE 1 per-tensor, 2 per-channel, 3 block), out float32 [M, N]. The U = cdiv(N, BN) * KT weight tiles
     (KT = cdiv(K, BK) per block of BN rows, taken block after block) are cut into num_programs(0) contiguous runs of
     equal length (+-1 tile); each program streams its run in one software-pipelined loop and adds its partial sums into
     out with atomics each time its run leaves a row block. One wave of equal programs: no program starts late, none
-    ends late. grid = (P, cdiv(M, BM)), P about a small multiple of the SM count."""
+    ends late. grid = (P, cdiv(M, BM)), P about a small multiple of the SM count. TMA: as in fp8_linear_kernel."""
     _pdl_start(PDL)
     pid = tl.program_id(0)
     P = tl.num_programs(0)
@@ -247,7 +256,8 @@ def fp8_linear_sk_kernel(x_ptr, w_ptr, s_ptr, o_ptr, M, N, K, KT, U,
         rn = rb * BN + tl.arange(0, BN)
         n_ok = rn < N
         acc = _tile_step(acc, x_ptr, w_ptr, s_ptr, rm, m_ok, rn, n_ok, k0, K, K,
-                         stride_xm, stride_wn, stride_sn, stride_sk, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT)
+                         stride_xm, stride_wn, stride_sn, stride_sk, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT,
+                         rb * BN, TMA)
         if (k0 + BK >= K) | (u == u1 - 1):  # the run leaves this row block: add its part into out
             if SWAP:
                 part = _epilogue_scale(tl.trans(acc), s_ptr, rn, N, stride_sn, SCALE_MODE)

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'scale_mode', 'dequantize', 'quantize_act_groups', 'reference_linear',
            'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'tuned_table', 'select_config',
-           'triton_ok', 'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'moe_linear', 'time_graph',
-           'candidate_configs', 'precompile', 'tune_fp8_linear']
+           'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'moe_linear',
+           'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -90,7 +90,8 @@ class KernelConfig:
     WCVT: how W8A16 widens e4m3 to bf16 (0 Triton's cvt, 1 integer ops, 2 inline-asm bit trick); SWAP: compute
     (W x^T)^T so the weight rows fill the MMA's M side (needs BN >= 64); num_warps, num_stages (software pipelining);
     SK > 0: stream-K, SK programs per SM, each streaming an equal run of the weight's (BN, BK) tiles (float32 atomics;
-    SPLIT_K is then unused)."""
+    SPLIT_K is then unused); TMA: the weight tiles come by Hopper's Tensor Memory Accelerator (one bulk copy per tile
+    through a TensorDescriptor) where `tma_ok` allows it, else by per-thread loads as with TMA False."""
     BN: int = 64
     BK: int = 256
     SPLIT_K: int = 1
@@ -100,6 +101,7 @@ class KernelConfig:
     num_warps: int = 4
     num_stages: int = 4
     SK: int = 0
+    TMA: bool = False
 
 KERNEL_VARIANTS = {  # (A8, WCVT, SWAP): the kernel designs the tuner compares
     'w8a16-cvt': (False, 0, False), 'w8a16-asm': (False, 2, False), 'w8a16-asm-swap': (False, 2, True),
@@ -196,6 +198,23 @@ def _pdl_ok(device_index):
     except ImportError:
         return False
     return torch.cuda.get_device_capability(device_index) >= (9, 0)
+
+@functools.cache
+def _tma_device(device_index):
+    "sm_90+ and a Triton with host-side tensor descriptors, for this device"
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.get_device_capability(device_index) >= (9, 0)
+
+def tma_ok(w):
+    """Whether the FP8 linear can take `w` [N, K] (1-byte e4m3, or 2-byte) through a TMA tensor descriptor: CUDA on
+    compute capability >= 9.0 with triton.tools.tensor_descriptor, unit column stride, row stride and base address
+    multiples of 16 bytes (cuTensorMapEncodeTiled's rule), not under TRITON_INTERPRET=1 (nor MTP_LIT_TMA=0)."""
+    if not w.is_cuda or os.environ.get('TRITON_INTERPRET') == '1' or os.environ.get('MTP_LIT_TMA') == '0': return False
+    return (w.dim() == 2 and w.stride(1) == 1 and (w.stride(0) * w.element_size()) % 16 == 0 and w.data_ptr() % 16 == 0
+            and _tma_device(w.device.index))
 
 def pdl_launch(x):
     """The launch keywords that run one of mtp_lit's Triton kernels under programmatic dependent launch (PDL, CUDA
@@ -314,7 +333,7 @@ def _scale_args(scale, mode, lead_dims=0):
 
 def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argmax=None, pdl=False):
     """The dense kernel's launch, or the stream-K one (config SK > 0); argmax=(pv, pi): the head's per-tile maxima
-    instead of an output (split-K and stream-K off)."""
+    instead of an output (split-K and stream-K off); config TMA: the weight through a tensor descriptor where `tma_ok`."""
     tk = _tk()
     M = x2.shape[0]
     N, K = w.shape
@@ -334,19 +353,23 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
     else:
         out = torch.empty(M, N, device=x2.device, dtype=x2.dtype)
     has_res = r2 is not None and not atomic
+    wk = w
+    if cfg.TMA and tma_ok(w):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        wk = TensorDescriptor.from_tensor(w, [cfg.BN, cfg.BK])  # zero-padded past N and K
     common = dict(BM=BM, BN=cfg.BN, BK=cfg.BK, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
                   A8=cfg.A8 and mode != 'none', WCVT=cfg.WCVT if x2.dtype == torch.bfloat16 else 0,
                   SWAP=cfg.SWAP and cfg.BN >= 64, DOT_F32=os.environ.get('TRITON_INTERPRET') == '1', ACT=1 if act else 0,
-                  num_warps=cfg.num_warps, num_stages=cfg.num_stages, **(pdl_launch(x2) if pdl else {}))
+                  TMA=wk is not w, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **(pdl_launch(x2) if pdl else {}))
     if sk:
         if bias is not None: out += bias.float()
         KT = math.ceil(K / cfg.BK)
         U = math.ceil(N / cfg.BN) * KT
         tk.fp8_linear_sk_kernel[(min(U, cfg.SK * _num_sms(x2.device)), math.ceil(M / BM))](
-            x2, w, s if s is not None else w, out, M, N, K, KT, U, x2.stride(0), w.stride(0), ssn, ssk, out.stride(0), **common)
+            x2, wk, s if s is not None else w, out, M, N, K, KT, U, x2.stride(0), w.stride(0), ssn, ssk, out.stride(0), **common)
     else:
         tk.fp8_linear_kernel[(math.ceil(N / cfg.BN), split, math.ceil(M / BM))](
-            x2, w, s if s is not None else w, bias if bias is not None else w, r2 if has_res else out, out,
+            x2, wk, s if s is not None else w, bias if bias is not None else w, r2 if has_res else out, out,
             M, N, K, k_split,
             x2.stride(0), w.stride(0), ssn, ssk, (r2.stride(0) if has_res else 0), out.stride(0),
             SPLIT_K=split, HAS_BIAS=bias is not None, HAS_RES=has_res, ATOMIC=atomic, ARGMAX=argmax is not None,

@@ -304,3 +304,31 @@ def test_stream_k_vs_float64(variant, N, K, M):
         out = res.clone()
         fp8_linear(x, q, s, out=out, config=cfg)
         assert rel(out - res, ref) < 5e-3
+
+
+@pytest.mark.parametrize('variant', ['w8a16-asm', 'w8a8-swap'])
+@pytest.mark.parametrize('N,K,M', [(14336, 5120, 1), (5120, 17408, 16), (1000, 1008, 3)])
+def test_tma_weight_loads_vs_float64(variant, N, K, M):
+    "Weight tiles through a TMA tensor descriptor (config TMA): bit-identical to per-thread loads with the same config,"
+    " and against float64 with split-K, stream-K, out= and the argmax head; tiles past N and K are zero-padded (N, K odd)."
+    from mtp_lit.kernels import tma_ok, fp8_linear_argmax
+    g = gen()
+    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5), 'per-channel')
+    assert tma_ok(q) and not tma_ok(q[:, 1:])   # a base address 1 byte past 16-byte alignment
+    x = rand(M, K, g=g, mean=0.1, outliers=4).to(torch.bfloat16)
+    plain = KernelConfig(BN=128, BK=128, **VARIANTS[variant])
+    tma = KernelConfig(BN=128, BK=128, TMA=True, **VARIANTS[variant])
+    poison()
+    assert torch.equal(fp8_linear(x, q, s, config=tma), fp8_linear(x, q, s, config=plain))
+    for kw in (dict(SPLIT_K=3), dict(SK=2)):
+        cfg = KernelConfig(BN=128, BK=128, TMA=True, **VARIANTS[variant], **kw)
+        ref = reference_linear(x, q, s, act_group=128 if cfg.A8 else None)
+        poison()
+        assert rel(fp8_linear(x, q, s, config=cfg), ref) < 5e-3
+        res = rand(M, N, g=g)
+        out = res.clone()
+        fp8_linear(x, q, s, out=out, config=cfg)
+        assert rel(out - res, ref) < 5e-3
+    head = KernelConfig(BN=64, BK=128, TMA=True, **VARIANTS[variant])
+    assert torch.equal(fp8_linear_argmax(x, q, s, config=head),
+                       fp8_linear(x, q, s, config=KernelConfig(BN=64, BK=128, **VARIANTS[variant])).argmax(-1))

@@ -1,10 +1,13 @@
 """Prototype (issue 8, round 4): a register-fed FP8 linear for decode sizes (M <= 16) in CUDA C++, compiled at run time
 with NVRTC (torch's own copy) and launched through the driver API, PDL included.
 
-Design (Marlin-style, W8A8 on mma.sync m16n8k32 e4m3): the weight is packed once so that each lane's 16-byte load *is*
-its A fragment; a warp streams its 16 rows with 128-bit loads into a ring of U registers (no shared memory for the
-weights); the activations are quantised to e4m3 once per CTA (per token over the CTA's K slice) into shared memory,
-laid out as B fragments. Weights fill the MMA's M side (16 rows), tokens its N side (8 per n8 tile)."""
+Design (Marlin-style): the weight is packed once so that each lane's 16-byte load *is* its mma.sync m16n8k32 e4m3 A
+fragment; a warp streams its 16-row tiles as one sequence of 512-byte steps through a cp.async ring of U stages in
+shared memory (the first version, in results/ncu_mma_summary.txt, loaded into a ring of U registers); the activations
+are quantised to e4m3 once per CTA (per token over the CTA's K slice) into shared memory as B fragments (MMA 1), or
+kept bf16 with the weights widened by the bit trick for bf16 m16n8k16 (MMA 2); MMA 0 and PRO 0 are timing probes.
+Weights fill the MMA's M side (16 rows), tokens its N side (8 per n8 tile). Slower than the Triton kernel everywhere
+(NOTES.md, round 4): kept as the experiment."""
 import ctypes, functools, math
 import torch
 

@@ -11,9 +11,10 @@ VARIANTS = {'w8a16-asm': dict(A8=False, WCVT=2, SWAP=False), 'w8a8': dict(A8=Tru
             'w8a8-swap': dict(A8=True, WCVT=0, SWAP=True)}
 
 
-def candidates(M, N, K, mode, wide=False):
+def candidates(M, N, K, mode, wide=False, tma=False):
     """The fine candidates plus W8A8 swap-AB and stream-K; wide: also 2 and 3 stages (less shared memory per program,
-    so more programs per SM) for W8A16-asm and W8A8 swap-AB, with stream-K at 2-4 programs per SM."""
+    so more programs per SM) for W8A16-asm and W8A8 swap-AB, with stream-K at 2-4 programs per SM; tma: each W8A8
+    swap-AB and W8A16-asm candidate also with its weight tiles through a TMA descriptor."""
     out = []
     for (v, kw), (bn, bk), sk in itertools.product(VARIANTS.items(), ((64, 128), (64, 256), (128, 128)), (1, 2, 4, 8, 16)):
         if sk > 1 and K // sk < 2 * bk: continue
@@ -23,6 +24,8 @@ def candidates(M, N, K, mode, wide=False):
     for v, (bn, bk), sk in itertools.product(('w8a16-asm', 'w8a8-swap'), ((128, 128), (64, 256)), ((2, 3, 4) if wide else (2, 3))):
         for ns in ((2, 3, 4) if wide else (4,)):
             out.append(KernelConfig(BN=bn, BK=bk, SK=sk, num_stages=ns, **VARIANTS[v]))
+    if tma:
+        out += [dataclasses.replace(c, TMA=True) for c in out if c.SWAP or not c.A8]
     return out
 
 
@@ -31,22 +34,24 @@ def main():
     ap.add_argument('--install', action='store_true'); ap.add_argument('--Ms', default='1,4,16')
     ap.add_argument('--wide', action='store_true', help='also 2 and 3 stages, stream-K up to 4 per SM')
     ap.add_argument('--head', action='store_true', help="also the 40 960-row head (use '': split-K 1, as its argmax needs)")
+    ap.add_argument('--tma', action='store_true', help='also every W8A8 swap-AB / W8A16-asm candidate with TMA weight loads')
     a = ap.parse_args()
     cfg = load_shapes()['Qwen3.5-27B']
     shapes = [(N, K, 'acc') for name, N, K in draft_linears(cfg, 40960) if name != 'head']
     if a.head: shapes.append((40960, cfg['hidden_size'], ''))
     def cands(M, N, K, mode):
-        cs = candidates(M, N, K, mode, a.wide)
+        cs = candidates(M, N, K, mode, a.wide, a.tma)
         return [c for c in cs if c.SPLIT_K == 1 and not c.SK] if N == 40960 else cs
     res = tune_fp8_linear(shapes, Ms=tuple(int(m) for m in a.Ms.split(',')), candidates=cands, level='fine',
                           baselines=False, log=lambda s: print(s, flush=True))
-    json.dump(res['timings'], open(os.path.join(a.out, 'retune_timings.json'), 'w'))
+    json.dump(res['timings'], open(os.path.join(a.out, 'retune_timings.json'), 'w'), default=str)
     table = json.loads(_TABLE_FILE.read_text())
     table['configs'].update(res['configs'])  # keys 'N,K,mode,M bucket,acc' (tune_fp8_linear adds the use)
     base = table['about'].split('. Keys ending ",acc"')[0].rstrip('.')
     table['about'] = base + ('. Keys ending ",acc": the Qwen3.5-27B draft step\'s linears re-tuned for accumulation into '
         'a float32 output (tools/gpu/retune_step.py' + (' --wide' if a.wide else '') + (' --head' if a.head else '') +
-        ': the fine candidates plus W8A8 swap-AB and stream-K' + (', 2-4 stages' if a.wide else '') + ', M in {1, 4, 16}'
+        (' --tma' if a.tma else '') + ': the fine candidates plus W8A8 swap-AB and stream-K' + (', 2-4 stages' if a.wide else '')
+        + (', each also with TMA weight loads' if a.tma else '') + ', M in {1, 4, 16}'
         + ('; the 40 960-row head re-tuned the same way, plain keys' if a.head else '') +
         '; timings in tools/gpu/results/retune_timings.json).')
     txt = json.dumps(table, indent=1)

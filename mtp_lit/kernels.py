@@ -191,20 +191,11 @@ def _tk():
     return _triton_kernels
 
 @functools.cache
-def _pdl_ok(device_index):
-    "sm_90+ and a Triton with griddepcontrol, for this device"
+def _sm90_has(device_index, module, name):
+    "Whether this device is sm_90+ and the installed Triton has `name` in `module` (a Hopper feature's API)."
     try:
-        from triton.language.extra.cuda import gdc_wait  # noqa: F401
-    except ImportError:
-        return False
-    return torch.cuda.get_device_capability(device_index) >= (9, 0)
-
-@functools.cache
-def _tma_device(device_index):
-    "sm_90+ and a Triton with host-side tensor descriptors, for this device"
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
-    except ImportError:
+        getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
         return False
     return torch.cuda.get_device_capability(device_index) >= (9, 0)
 
@@ -214,7 +205,7 @@ def tma_ok(w):
     multiples of 16 bytes (cuTensorMapEncodeTiled's rule), not under TRITON_INTERPRET=1 (nor MTP_LIT_TMA=0)."""
     if not w.is_cuda or os.environ.get('TRITON_INTERPRET') == '1' or os.environ.get('MTP_LIT_TMA') == '0': return False
     return (w.dim() == 2 and w.stride(1) == 1 and (w.stride(0) * w.element_size()) % 16 == 0 and w.data_ptr() % 16 == 0
-            and _tma_device(w.device.index))
+            and _sm90_has(w.device.index, 'triton.tools.tensor_descriptor', 'TensorDescriptor'))
 
 def pdl_launch(x):
     """The launch keywords that run one of mtp_lit's Triton kernels under programmatic dependent launch (PDL, CUDA
@@ -223,7 +214,7 @@ def pdl_launch(x):
     and with the environment variable MTP_LIT_PDL=0). The kernel is then launched while the previous kernel of the
     stream still runs; it waits for it (griddepcontrol.wait) before its first read, so its results do not change."""
     if not x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1' or os.environ.get('MTP_LIT_PDL') == '0': return {}
-    return dict(PDL=1, launch_pdl=True) if _pdl_ok(x.device.index) else {}
+    return dict(PDL=1, launch_pdl=True) if _sm90_has(x.device.index, 'triton.language.extra.cuda', 'gdc_wait') else {}
 
 def _check_linear(x, qweight, scale, bias, residual, out, act, block_size):
     if qweight.dim() != 2: raise ValueError(f"qweight must be [N, K], got shape {tuple(qweight.shape)}")

@@ -51,6 +51,17 @@ def rel(y, ref):
     return ((y - ref).norm() / ref.norm()).item()
 
 
+def check_new_and_accumulated(x, q, s, cfg, g):
+    "fp8_linear with `cfg` against float64 twice: into a new output, and added into a float32 out= holding random values."
+    ref = reference_linear(x, q, s, act_group=cfg.BK if cfg.A8 else None)
+    poison()
+    assert rel(fp8_linear(x, q, s, config=cfg), ref) < 5e-3
+    res = rand(x.shape[0], q.shape[0], g=g)
+    out = res.clone()
+    fp8_linear(x, q, s, out=out, config=cfg)
+    assert rel(out - res, ref) < 5e-3
+
+
 VARIANTS = {'w8a16-cvt': dict(A8=False, WCVT=0, SWAP=False), 'w8a16-asm': dict(A8=False, WCVT=2, SWAP=False),
             'w8a16-asm-swap': dict(A8=False, WCVT=2, SWAP=True), 'w8a16-int-swap': dict(A8=False, WCVT=1, SWAP=True),
             'w8a8': dict(A8=True, SWAP=False), 'w8a8-swap': dict(A8=True, SWAP=True)}
@@ -296,14 +307,7 @@ def test_stream_k_vs_float64(variant, N, K, M):
     q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5), 'per-channel')
     x = rand(M, K, g=g, mean=0.1, outliers=4).to(torch.bfloat16)
     for sk in (2, 3):
-        cfg = KernelConfig(BN=128, BK=128, SK=sk, **VARIANTS[variant])
-        ref = reference_linear(x, q, s, act_group=128 if cfg.A8 else None)
-        poison()
-        assert rel(fp8_linear(x, q, s, config=cfg), ref) < 5e-3
-        res = rand(M, N, g=g)
-        out = res.clone()
-        fp8_linear(x, q, s, out=out, config=cfg)
-        assert rel(out - res, ref) < 5e-3
+        check_new_and_accumulated(x, q, s, KernelConfig(BN=128, BK=128, SK=sk, **VARIANTS[variant]), g)
 
 
 @pytest.mark.parametrize('variant', ['w8a16-asm', 'w8a8-swap'])
@@ -321,14 +325,7 @@ def test_tma_weight_loads_vs_float64(variant, N, K, M):
     poison()
     assert torch.equal(fp8_linear(x, q, s, config=tma), fp8_linear(x, q, s, config=plain))
     for kw in (dict(SPLIT_K=3), dict(SK=2)):
-        cfg = KernelConfig(BN=128, BK=128, TMA=True, **VARIANTS[variant], **kw)
-        ref = reference_linear(x, q, s, act_group=128 if cfg.A8 else None)
-        poison()
-        assert rel(fp8_linear(x, q, s, config=cfg), ref) < 5e-3
-        res = rand(M, N, g=g)
-        out = res.clone()
-        fp8_linear(x, q, s, out=out, config=cfg)
-        assert rel(out - res, ref) < 5e-3
+        check_new_and_accumulated(x, q, s, KernelConfig(BN=128, BK=128, TMA=True, **VARIANTS[variant], **kw), g)
     head = KernelConfig(BN=64, BK=128, TMA=True, **VARIANTS[variant])
     assert torch.equal(fp8_linear_argmax(x, q, s, config=head),
                        fp8_linear(x, q, s, config=KernelConfig(BN=64, BK=128, **VARIANTS[variant])).argmax(-1))

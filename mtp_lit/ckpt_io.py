@@ -252,17 +252,29 @@ class Terminated(Exception):
 
 def run_cli(fn: Callable, prog: str, errors: tuple = (ValueError, OSError)) -> int:
     """Run `fn()` for console command `prog` and return its exit status: 0 (the result printed unless None), 1 (an
-    exception of `errors`, printed as `prog: error: ...` on stderr), 130 (KeyboardInterrupt) or 143 (SIGTERM, raised in
-    `fn` as `Terminated` while it runs; the previous handler is restored after). Interrupted writes clean up through
-    `atomic_dir`; their message says `nothing written`. Other exceptions propagate."""
-    def on_term(signum, frame): raise Terminated(f"terminated by signal {signum}")
+    exception of `errors`, printed as `prog: error: ...` on stderr), 130 (SIGINT, raised in `fn` as KeyboardInterrupt)
+    or 143 (SIGTERM, raised as `Terminated`). The two handlers record the signal before raising, so a signal whose
+    exception some C++ code replaced with its own (torch turns it into a ValueError while reading a Python list) still
+    ends as 130 / 143; the previous handlers are restored after. Interrupted writes clean up through `atomic_dir`; their
+    message says `nothing written`. Other exceptions propagate."""
+    got = []
+    def on_signal(signum, frame):
+        got.append(signum)
+        if signum == signal.SIGINT: raise KeyboardInterrupt
+        raise Terminated(f"terminated by signal {signum}")
     main = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGTERM, on_term) if main else None
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try: out = fn()
-    except KeyboardInterrupt: print(f"{prog}: interrupted; nothing written", file=sys.stderr); return 130
-    except Terminated as e: print(f"{prog}: {e}; nothing written", file=sys.stderr); return 143
-    except errors as e: print(f"{prog}: error: {e}", file=sys.stderr); return 1
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt) and not got: got.append(signal.SIGINT)
+        if isinstance(e, Terminated) and not got: got.append(signal.SIGTERM)
+        if got:
+            what = 'interrupted' if got[0] == signal.SIGINT else f'terminated by signal {got[0]}'
+            print(f"{prog}: {what}; nothing written", file=sys.stderr)
+            return 128 + got[0]
+        if isinstance(e, errors): print(f"{prog}: error: {e}", file=sys.stderr); return 1
+        raise
     finally:
-        if main: signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
+        for s, h in old.items(): signal.signal(s, h if h is not None else signal.SIG_DFL)
     if out is not None: print(out)
     return 0

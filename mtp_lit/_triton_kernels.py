@@ -176,7 +176,7 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
     SPLIT_K = 1): instead of the logits, each program writes the largest logit of each token, as rounded to out's dtype,
     to pv[m, pid_n] (float32) and its first column to pi[m, pid_n] (int32); `argmax_finalize_kernel` picks the token.
     PDL 1: launched with programmatic dependent launch (it waits for the previous kernel first, then lets the next one launch).
-    TMA: w_ptr is a TensorDescriptor (block [BN, BK]) and every weight tile is one TMA bulk copy (`_tile_step`)."""
+    TMA: w_ptr is a TensorDescriptor (block [BN, BK]) and every weight tile is one TMA bulk copy."""
     _pdl_start(PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)

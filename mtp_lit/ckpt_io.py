@@ -255,16 +255,19 @@ def run_cli(fn: Callable, prog: str, errors: tuple = (ValueError, OSError)) -> i
     exception of `errors`, printed as `prog: error: ...` on stderr), 130 (SIGINT, raised in `fn` as KeyboardInterrupt)
     or 143 (SIGTERM, raised as `Terminated`). The two handlers record the signal before raising, so a signal whose
     exception some C++ code replaced with its own (torch turns it into a ValueError while reading a Python list) still
-    ends as 130 / 143; the previous handlers are restored after. Interrupted writes clean up through `atomic_dir`; their
-    message says `nothing written`. Other exceptions propagate."""
-    got = []
+    ends as 130 / 143; so does any exception that ends `fn` after a signal arrived. A signal the process ignores (SIG_IGN,
+    as a background job's SIGINT) stays ignored; the previous handlers are restored after. Interrupted writes clean up
+    through `atomic_dir`; their message says `nothing written`. Other exceptions propagate."""
+    got, old = [], {}
     def on_signal(signum, frame):
         got.append(signum)
         if signum == signal.SIGINT: raise KeyboardInterrupt
         raise Terminated(f"terminated by signal {signum}")
-    main = threading.current_thread() is threading.main_thread()
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    try: out = fn()
+    try:
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(s) != signal.SIG_IGN: old[s] = signal.signal(s, on_signal)
+        out = fn()
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt) and not got: got.append(signal.SIGINT)
         if isinstance(e, Terminated) and not got: got.append(signal.SIGTERM)

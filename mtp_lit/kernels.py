@@ -91,7 +91,8 @@ class KernelConfig:
     (W x^T)^T so the weight rows fill the MMA's M side (needs BN >= 64); num_warps, num_stages (software pipelining);
     SK > 0: stream-K, SK programs per SM, each streaming an equal run of the weight's (BN, BK) tiles (float32 atomics;
     SPLIT_K is then unused); TMA: the weight tiles come by Hopper's Tensor Memory Accelerator (one bulk copy per tile
-    through a TensorDescriptor) where `tma_ok` allows it, else by per-thread loads as with TMA False."""
+    through a TensorDescriptor) in `fp8_linear` and `fp8_linear_argmax` where `tma_ok` allows it, else (and always in
+    `moe_linear`) by per-thread loads as with TMA False."""
     BN: int = 64
     BK: int = 256
     SPLIT_K: int = 1
@@ -192,7 +193,8 @@ def _tk():
 
 @functools.cache
 def _sm90_has(device_index, module, name):
-    "Whether this device is sm_90+ and the installed Triton has `name` in `module` (a Hopper feature's API)."
+    "Whether this device is an NVIDIA sm_90+ (not ROCm) and the installed Triton has `name` in `module` (a Hopper feature's API)."
+    if torch.version.hip is not None: return False
     try:
         getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
@@ -200,10 +202,12 @@ def _sm90_has(device_index, module, name):
     return torch.cuda.get_device_capability(device_index) >= (9, 0)
 
 def tma_ok(w):
-    """Whether the FP8 linear can take `w` [N, K] (1-byte e4m3, or 2-byte) through a TMA tensor descriptor: CUDA on
-    compute capability >= 9.0 with triton.tools.tensor_descriptor, unit column stride, row stride and base address
-    multiples of 16 bytes (cuTensorMapEncodeTiled's rule), not under TRITON_INTERPRET=1 (nor MTP_LIT_TMA=0)."""
+    """Whether the FP8 linear can take the weight `w` (a 2-D [N, K] tensor of any dtype) through a TMA tensor
+    descriptor: NVIDIA CUDA on compute capability >= 9.0 with triton.tools.tensor_descriptor, unit column stride, row
+    stride and base address multiples of 16 bytes (cuTensorMapEncodeTiled's rule). False under TRITON_INTERPRET=1,
+    with MTP_LIT_TMA=0, and while torch.compile traces (the alignment check reads the data pointer)."""
     if not w.is_cuda or os.environ.get('TRITON_INTERPRET') == '1' or os.environ.get('MTP_LIT_TMA') == '0': return False
+    if torch.compiler.is_compiling(): return False
     return (w.dim() == 2 and w.stride(1) == 1 and (w.stride(0) * w.element_size()) % 16 == 0 and w.data_ptr() % 16 == 0
             and _sm90_has(w.device.index, 'triton.tools.tensor_descriptor', 'TensorDescriptor'))
 

@@ -1,8 +1,13 @@
-import os, pytest
+import os, signal, pytest
 
 # vLLM on a small CPU machine (see ../shared/notes/vllm-cpu.md); each engine start costs 15-60 s.
 for k, v in {'VLLM_CPU_KVCACHE_SPACE': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_NO_USAGE_STATS': '1'}.items():
     os.environ.setdefault(k, v)
+
+def default_sigint():
+    "For subprocess.Popen(preexec_fn=...): SIGINT back to its default in the child, as for a foreground command (a CI"
+    " runner started in the background with `&` passes SIGINT on ignored, and an ignored SIGINT stays ignored)."
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 def pytest_configure(config):
     config.addinivalue_line('markers', 'vllm: starts a real vLLM engine (slow)')

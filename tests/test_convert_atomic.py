@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mtp_lit.convert import quantize, tiny_mtp_checkpoint
+from conftest import default_sigint
 
 N_EXPERTS = 2048        # 3 x 2048 expert tensors in the MTP shard
 
@@ -36,7 +37,8 @@ def src(tmp_path_factory):
 def _start_and_signal(src: Path, dst: Path, sig) -> tuple[subprocess.Popen, Path]:
     "Start `mtp-lit quantize SRC DST`, wait until the MTP shard is being written in its temp dir, send `sig`."
     env = {**os.environ, 'OMP_NUM_THREADS': '1'}
-    p = subprocess.Popen(_cli() + [str(src), str(dst), '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(_cli() + [str(src), str(dst), '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         preexec_fn=default_sigint)
     tmp = dst.parent / f'{dst.name}.tmp-{p.pid}'
     shard = tmp / 'model-00002-of-00002.safetensors'
     deadline = time.time() + 120

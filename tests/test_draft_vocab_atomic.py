@@ -17,6 +17,7 @@ import pytest
 
 from mtp_lit.draft_vocab import DRAFT_VOCAB_FILE, build_draft_vocab, load_draft_vocab
 from mtp_lit.model import build_random_checkpoint, byte_tokenizer, qwen3_5_config
+from conftest import default_sigint
 
 SMALL = dict(vocab_size=320, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
              head_dim=32, intermediate_size=64)
@@ -68,7 +69,7 @@ def _leftovers(d: Path) -> list:
 def _run_and_signal(args: list, dst: Path, stage: str, sig=signal.SIGKILL, timeout: float = 120):
     "Start `mtp-lit draft-vocab ARGS`, wait for `stage` of writing `dst`, send `sig`; returns (process, temp dir)."
     p = subprocess.Popen(_cli() + args + ['--no-progress'], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env={**os.environ, 'OMP_NUM_THREADS': '1'})
+                         env={**os.environ, 'OMP_NUM_THREADS': '1'}, preexec_fn=default_sigint)
     tmp = dst.with_name(f'.{dst.name}.tmp-{p.pid}')
     ready = {'tmp': lambda: tmp.exists(),
              'written': lambda: (tmp / DRAFT_VOCAB_FILE).exists(),

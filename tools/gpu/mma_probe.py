@@ -1,13 +1,14 @@
 """Device-machine probe for issue 8, round 4: the register-fed CUDA FP8 linear (`mma_linear.py`) against the tuned
 Triton kernel and a pure read of the same bytes, per linear of the Qwen3.5-27B draft step, then the whole step with
 the best configs. Run on the GPU: `PYTHONPATH=. python3 tools/gpu/mma_probe.py [--out DIR]`; writes mma_probe.json."""
-import argparse, json, os, math, sys, time, itertools, concurrent.futures as cf
+import json, os, math, sys, time, itertools, concurrent.futures as cf
 import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import mma_linear as ml
+from probe_common import probe_args, time_tuned
 from mtp_lit import _triton_kernels as tk
 from mtp_lit.bench import load_shapes, measure_bandwidth, draft_linears, DraftStep
-from mtp_lit.kernels import pdl_launch, time_graph, fp8_linear, fp8_linear_argmax, select_config, linear_use, quantize_fp8, dequantize
+from mtp_lit.kernels import pdl_launch, time_graph, quantize_fp8, dequantize
 from mtp_lit.fp8 import MIN_SCALE
 
 READS = ((4096, 8, 8), (2048, 16, 4), (8192, 4, 8), (4096, 32, 8), (4096, 4, 8), (2048, 8, 4))
@@ -87,12 +88,8 @@ def check_small(log):
 
 
 def main():
-    ap = argparse.ArgumentParser(); ap.add_argument('--out', default=os.environ.get('OUT', '.'))
-    ap.add_argument('--M', default='1,4,16'); ap.add_argument('--quick', action='store_true')
-    a = ap.parse_args()
-    logf = open(os.path.join(a.out, 'mma_probe.log'), 'w')
-    def log(*s):
-        print(*s, flush=True); print(*s, file=logf, flush=True)
+    a, log = probe_args('mma_probe', lambda ap: (ap.add_argument('--M', default='1,4,16'),
+                                                 ap.add_argument('--quick', action='store_true')))
     t0 = time.time()
     Ms = [int(m) for m in a.M.split(',')]
     # compile everything in parallel (NVRTC releases the GIL)
@@ -129,12 +126,7 @@ def main():
             T = N // 16
             pv = torch.empty(M, T, device='cuda'); pi = torch.empty(M, T, device='cuda', dtype=torch.int32)
             ids = torch.empty(M, device='cuda', dtype=torch.int64)
-            if is_head:
-                tc = select_config(M, N, K, 'channel')
-                t_tr = time_graph([(lambda w=w: fp8_linear_argmax(x, w, s, config=tc)) for w in qs])
-            else:
-                tc = select_config(M, N, K, 'channel', use=linear_use(True, None))
-                t_tr = time_graph([(lambda w=w: fp8_linear(x, w, s, out=out, config=tc)) for w in qs])
+            t_tr = time_tuned(x, qs, s, out, is_head)
             rows.append(dict(name=name, N=N, K=K, M=M, what='triton', us=t_tr * 1e3))
             MT = 1 if M <= 8 else 2
             cands = []
@@ -192,9 +184,6 @@ def main():
                     if r: log(f'      layout {lo} mma {mm}: {r[0][0] * 1e3:6.1f} us {r[0][1]}')
             log(f'   M={M:2d} triton {t_tr * 1e3:6.1f} us | mma best {bt * 1e3:6.1f} us {bc} | read {t_read * 1e3:6.1f} | '
                 f'next {[round(r[0] * 1e3, 1) for r in res[1:4]]} | no MMA, no activation pass (top 3) {pro0}')
-        # per layout: the best of each
-        for lo in (0, 1):
-            pass
         del qs, ps, ps1, ints, q; torch.cuda.empty_cache()
     log(f'linear sweep done at {time.time() - t0:.0f} s')
     # the whole step: Triton tuned (the committed DraftStep) against the same step with mma linears

@@ -2,7 +2,7 @@
 Accelerator (a host-side TensorDescriptor: one bulk copy per tile, issued by one thread, tracked by an mbarrier)
 instead of per-thread cp.async, against the tuned kernel and a pure read, per linear of the Qwen3.5-27B draft step.
 Run on the GPU: `PYTHONPATH=. python3 tools/gpu/tma_probe.py [--out DIR]`; writes tma_probe.json."""
-import argparse, json, os, math, time, itertools, concurrent.futures as cf, multiprocessing as mp
+import json, os, math, time, itertools, concurrent.futures as cf, multiprocessing as mp
 import torch
 import triton
 import triton.language as tl
@@ -85,13 +85,9 @@ def _warm(jobs):
 def main():
     from mtp_lit import _triton_kernels as tk
     from mtp_lit.bench import load_shapes, measure_bandwidth, draft_linears
-    from mtp_lit.kernels import time_graph, fp8_linear, fp8_linear_argmax, select_config, linear_use, quantize_fp8, reference_linear
-    ap = argparse.ArgumentParser(); ap.add_argument('--out', default=os.environ.get('OUT', '.'))
-    ap.add_argument('--M', default='1,16')
-    a = ap.parse_args()
-    logf = open(os.path.join(a.out, 'tma_probe.log'), 'w')
-    def log(*s):
-        print(*s, flush=True); print(*s, file=logf, flush=True)
+    from mtp_lit.kernels import time_graph, quantize_fp8, reference_linear
+    from probe_common import probe_args, time_tuned
+    a, log = probe_args('tma_probe', lambda ap: ap.add_argument('--M', default='1,16'))
     t0 = time.time()
     Ms = [int(m) for m in a.M.split(',')]
     lay = [dict(BN=BN, BK=BK, A8=A8, stages=st, warps=4, split=sp) for BN in (64, 128) for BK in (128, 256)
@@ -117,12 +113,7 @@ def main():
         for M in Ms:
             x = torch.randn(M, K, device='cuda', generator=g).to(torch.bfloat16)
             out = torch.zeros(M, N, device='cuda', dtype=torch.float32)
-            if is_head:
-                tc = select_config(M, N, K, 'channel')
-                t_tr = time_graph([(lambda w=w: fp8_linear_argmax(x, w, s, config=tc)) for w in qs])
-            else:
-                tc = select_config(M, N, K, 'channel', use=linear_use(True, None))
-                t_tr = time_graph([(lambda w=w: fp8_linear(x, w, s, out=out, config=tc)) for w in qs])
+            t_tr = time_tuned(x, qs, s, out, is_head)
             res = []
             for c in (head if is_head else lay):
                 try:

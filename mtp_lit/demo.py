@@ -10,6 +10,7 @@ __all__ = ['CPU_ENV', 'RUNS', 'RunSpec', 'acceptance', 'DraftInspector', 'draft_
 import json, os, subprocess, sys, tempfile, time, threading
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
+from .vllm_compat import draft_model
 
 # %% ../nbs/11_demo.ipynb #d6e34cf3
 @dataclass
@@ -42,13 +43,13 @@ def acceptance(metrics: dict, k: int) -> dict:
 class DraftInspector:
     "vLLM worker extension (`worker_extension_cls`): `collective_rpc('mtp_lit_inspect_draft')` describes the loaded draft."
     def mtp_lit_inspect_draft(self) -> dict:
-        drafter = getattr(self.model_runner, 'drafter', None)
-        m = getattr(drafter, 'model', None)
+        m = draft_model(self.model_runner)
         if m is None: return {}
         from mtp_lit.plugin import fp8_param_digests
         from vllm.model_executor.layers.attention.attention import Attention
         dtypes = {n: str(p.dtype).replace('torch.', '') for n, p in m.named_parameters()}
         return {'class': f"{type(m).__module__}.{type(m).__qualname__}", 'param_dtypes': dtypes,
+                'device': str(next(m.parameters()).device), 'runner': type(self.model_runner).__module__,
                 'attention_windows': {getattr(a, 'layer_name', str(i)): a.sliding_window for i, a in enumerate(x for x in m.modules() if isinstance(x, Attention))},
                 'linear_weight_bytes': draft_linear_bytes(m), 'fp8_digests': fp8_param_digests(m),
                 'head_rows': {n: int(x.org_vocab_size) for n, x in m.named_modules() if n.endswith('draft_lm_head')}}
@@ -56,12 +57,14 @@ class DraftInspector:
     def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
         "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."
         import torch
-        m = self.model_runner.drafter.model
-        dt = self.model_runner.model_config.dtype
-        h = torch.randn(batch, m.config.hidden_size, dtype=dt)
+        m = draft_model(self.model_runner)
+        p = next(m.parameters())
+        h = torch.randn(batch, m.config.hidden_size, dtype=self.model_runner.model_config.dtype, device=p.device)
+        sync = torch.cuda.synchronize if p.is_cuda else (lambda: None)
         for _ in range(5): m.compute_logits(h)
-        t = time.perf_counter()
+        sync(); t = time.perf_counter()
         for _ in range(iters): m.compute_logits(h)
+        sync()
         return (time.perf_counter() - t) / iters
 
     def mtp_lit_target_windows(self) -> dict:
@@ -101,12 +104,18 @@ def _margins(logprobs) -> list:
     return out
 
 def engine_run(spec: RunSpec) -> dict:
-    "Run `spec` in this process (vLLM imported here); returns token ids, wall time, acceptance and the draft description."
+    """Run `spec` in this process (vLLM imported here); returns token ids, wall time, acceptance and the draft description.
+    On a GPU the engine keeps vLLM's defaults (torch.compile and CUDA graphs) and takes `MTP_LIT_GPU_MEMORY` (default 0.85)
+    of the GPU's memory; on a CPU it runs eager."""
     from vllm import LLM, SamplingParams
     sc = {'method': 'mtp', 'num_speculative_tokens': spec.k} if spec.k else None
-    args = dict(model=spec.model, dtype='bfloat16', max_model_len=spec.max_model_len, enforce_eager=True, max_num_seqs=4,
+    import torch
+    gpu = torch.cuda.is_available()   # a GPU engine keeps vLLM's defaults (torch.compile, CUDA graphs); a CPU one runs eager
+    args = dict(model=spec.model, dtype='bfloat16', max_model_len=spec.max_model_len, enforce_eager=not gpu, max_num_seqs=4,
                 max_num_batched_tokens=max(256, spec.max_model_len), disable_log_stats=False, seed=0, enable_prefix_caching=False,
-                speculative_config=sc, worker_extension_cls='mtp_lit.demo.DraftInspector') | spec.engine_args
+                speculative_config=sc, worker_extension_cls='mtp_lit.demo.DraftInspector')
+    if gpu: args['gpu_memory_utilization'] = float(os.environ.get('MTP_LIT_GPU_MEMORY', '0.85'))
+    args |= spec.engine_args
     llm = LLM(**args)
     print('mtp_lit-phase: generating', file=sys.stderr, flush=True)
     t0 = time.perf_counter()

@@ -5,8 +5,9 @@
 # %% auto #0
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'scale_mode', 'dequantize', 'quantize_act_groups', 'reference_linear',
            'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'tuned_table', 'select_config',
-           'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'moe_linear',
-           'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
+           'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax',
+           'moe_linear', 'fp8_linear_op', 'fp8_linear_argmax_op', 'time_graph', 'candidate_configs', 'precompile',
+           'tune_fp8_linear']
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -177,15 +178,19 @@ def select_config(M, N, K, mode='channel', table=None, num_sms=None, use=''):
     return default_config(M, N, K, mode, num_sms or _num_sms())
 
 # %% ../nbs/13_kernels.ipynb #4f24c6ef
+def triton_unavailable(device) -> str | None:
+    "Why the Triton kernels cannot run on `device`, or None when they can: CUDA, compute capability >= 8.9 (e4m3 conversions), triton importable; or TRITON_INTERPRET=1."
+    if os.environ.get('TRITON_INTERPRET') == '1': return None
+    d = torch.device(device)
+    if d.type != 'cuda': return f"a {d.type} device"
+    cap = torch.cuda.get_device_capability(d)
+    if cap < (8, 9): return f"compute capability {cap[0]}.{cap[1]} (the kernels need 8.9+)"
+    if importlib.util.find_spec('triton') is None: return "triton is not installed"
+    return None
+
 def triton_ok(x):
-    "Whether the Triton kernels can run for tensor `x`: CUDA, compute capability >= 8.9 (e4m3 conversions), triton importable; or TRITON_INTERPRET=1."
-    if os.environ.get('TRITON_INTERPRET') == '1': return True
-    if not (x.is_cuda and torch.cuda.get_device_capability(x.device) >= (8, 9)): return False
-    try:
-        import triton  # noqa: F401
-        return True
-    except ImportError:
-        return False
+    "Whether the Triton kernels can run for tensor `x` (`triton_unavailable(x.device)` is None)."
+    return triton_unavailable(x.device) is None
 
 def _tk():
     from mtp_lit import _triton_kernels
@@ -426,6 +431,26 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
         DOT_F32=interp, ACT=1 if act else 0, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **(pdl_launch(x2) if pdl else {}))
     return out.reshape(M, top_k, N)
+
+# %% ../nbs/13_kernels.ipynb #43dd70f1
+from typing import Optional
+
+@torch.library.custom_op('mtp_lit::fp8_linear', mutates_args=())
+def fp8_linear_op(x: torch.Tensor, qweight: torch.Tensor, scale: Optional[torch.Tensor] = None,
+                  bias: Optional[torch.Tensor] = None, block_n: int = 128, block_k: int = 128) -> torch.Tensor:
+    "`fp8_linear(x, qweight, scale, bias, block_size=(block_n, block_k))` as one opaque op, `torch.ops.mtp_lit.fp8_linear`."
+    return fp8_linear(x, qweight, scale, bias, block_size=(block_n, block_k))
+
+@fp8_linear_op.register_fake
+def _(x, qweight, scale=None, bias=None, block_n=128, block_k=128): return x.new_empty(*x.shape[:-1], qweight.shape[0])
+
+@torch.library.custom_op('mtp_lit::fp8_linear_argmax', mutates_args=())
+def fp8_linear_argmax_op(x: torch.Tensor, qweight: torch.Tensor, scale: Optional[torch.Tensor] = None) -> torch.Tensor:
+    "`fp8_linear_argmax(x, qweight, scale)` as one opaque op, `torch.ops.mtp_lit.fp8_linear_argmax`."
+    return fp8_linear_argmax(x, qweight, scale)
+
+@fp8_linear_argmax_op.register_fake
+def _(x, qweight, scale=None): return torch.empty(x.shape[:-1], dtype=torch.int64, device=x.device)
 
 # %% ../nbs/13_kernels.ipynb #92487377
 def time_graph(fns, n_replay=7, min_calls=24):

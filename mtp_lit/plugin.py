@@ -5,12 +5,13 @@
 # %% auto #0
 __all__ = ['logger', 'DRAFTS', 'DraftRow', 'register', 'make_passthrough_class', 'DraftBuild', 'draft_tensors', 'fp8_storage',
            'draft_patch', 'check_window', 'target_quant_dict', 'inherited_quant_config', 'swap_plain_linears',
-           'build_draft_head', 'checkpoint_stream', 'make_draft_class', 'fp8_param_digests', 'Fp8DraftInspector']
+           'build_draft_head', 'checkpoint_stream', 'make_draft_class', 'fp8_param_digests']
 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
 from dataclasses import dataclass, field
 from .options import parse_options, checkpoint_options, draft_quant_plan, DraftQuantPlan, MtpLitOptions
+from .vllm_compat import loaded_key
 
 logger = logging.getLogger('mtp_lit')
 
@@ -42,20 +43,29 @@ _registered = False
 _PASSTHROUGH = {}   # MTP draft keys of vLLM without a DRAFTS row -> (module, class), when options are set
 
 def register() -> None:
-    "Entry point of `vllm.general_plugins`: install mtp_lit's draft classes in vLLM's registry (once per process) and log what is enabled."
+    """Entry point of `vllm.general_plugins`: install mtp_lit's draft classes in vLLM's registry (once per process) and log
+    what is enabled; on a vLLM outside `vllm_compat.supported_range()`, log one line and change nothing."""
     global _registered
     if _registered: return
+    _registered = True
+    import vllm
+    from mtp_lit.vllm_compat import vllm_supported, supported_range, fill_registry_gaps, fill_mtp_rewrite_gap
+    if not vllm_supported(vllm.__version__):
+        _vllm_logger().warning("mtp_lit: vLLM %s is outside the supported range %s; mtp_lit is not enabled and vLLM runs "
+                               "without it", vllm.__version__, supported_range())
+        return
     opts = parse_options(None)   # environment only: raises ValueError naming a bad MTP_... variable
     from vllm import ModelRegistry
+    filled = fill_registry_gaps(ModelRegistry) + (['the qwen3_5_text MTP rewrite'] if fill_mtp_rewrite_gap() else [])
     for key in DRAFTS: ModelRegistry.register_model(key, f"mtp_lit.plugin:{key}")
     if opts.any_set:   # options in the environment: MTP drafts mtp_lit has no row for say so when they are built
         for key, m in list(ModelRegistry.models.items()):
             if 'MTP' in key and key not in DRAFTS and getattr(m, 'module_name', None):
                 _PASSTHROUGH[key] = (m.module_name, m.class_name)
                 ModelRegistry.register_model(key, f"mtp_lit.plugin:{key}")
-    _registered = True
-    _vllm_logger().info("mtp_lit: MTP draft classes extended (%s); from the environment: %s; a checkpoint's config.json "
-                        "mtp_lit section is read when its draft loads", ', '.join(DRAFTS), opts.describe())
+    _vllm_logger().info("mtp_lit: MTP draft classes extended (%s)%s; from the environment: %s; a checkpoint's config.json "
+                        "mtp_lit section is read when its draft loads", ', '.join(DRAFTS),
+                        f"; added for vLLM {vllm.__version__}: {', '.join(filled)}" if filled else '', opts.describe())
 
 def _vllm_logger():
     try:
@@ -116,6 +126,23 @@ class DraftBuild:
         if self._tensors is None: self._tensors = draft_tensors(self.model_dir, self.config) if self.model_dir and self.config else {}
         return self._tensors
 
+    def _gpu_fallback(self, vllm_config) -> None:
+        """On a CUDA GPU where mtp_lit's FP8 kernels cannot run (no Triton, compute capability below 8.9): an online FP8 plan
+        falls back to vLLM's own BF16 draft, a serialized one runs the torch path (e4m3 widened in each call); one note says so."""
+        import torch
+        from mtp_lit.kernels import triton_unavailable
+        dev = getattr(getattr(vllm_config, 'device_config', None), 'device', None)
+        if not self.plan.fp8 or dev is None or torch.device(dev).type != 'cuda': return
+        why = triton_unavailable(dev)
+        if why is None: return
+        if self.plan.mode == 'fp8-online':
+            self.notes.append(f"FP8 draft kernels unavailable on this GPU ({why}): {self.opts.sources.get('fp8', 'fp8')} is not "
+                              "applied, the draft runs vLLM's own BF16 path")
+            self.plan = DraftQuantPlan('inherit')
+        else:
+            self.notes.append(f"FP8 draft kernels unavailable on this GPU ({why}): the checkpoint's e4m3 draft weights are widened "
+                              "by torch in each call (correct, slower than BF16)")
+
     @classmethod
     def start(cls, key: str, vllm_config) -> 'DraftBuild':
         """Read options and `mtp_quant_algo` for the draft of `vllm_config`; raises `ValueError` naming the option for bad or
@@ -126,6 +153,7 @@ class DraftBuild:
         try: opts, mq, cfg = checkpoint_options(model)
         except FileNotFoundError: opts, mq, cfg = parse_options(None), None, {}
         b = cls(key, row, opts, draft_quant_plan(opts, mq) if mq else draft_quant_plan(opts, _none()), str(model), cfg)
+        b._gpu_fallback(vllm_config)
         if opts.draft_window and not row.window:
             raise ValueError(f"{opts.sources.get('draft_window', 'draft_window')}: a draft window is not supported for {key} drafts "
                              f"(their attention is MLA, and vLLM has no sliding-window MLA path); unset it for this model")
@@ -306,7 +334,7 @@ def inherited_quant_config(b: 'DraftBuild', qc, vllm_config=None, draft_cls=None
         from vllm.model_executor.model_loader.utils import configure_quant_config
         configure_quant_config(new, draft_cls)
     else: new.packed_modules_mapping = qc.packed_modules_mapping
-    new.online_quantization_config = qc.online_quantization_config
+    if hasattr(qc, 'online_quantization_config'): new.online_quantization_config = qc.online_quantization_config   # from vLLM 0.27
     fixes = [g.exclude for g in gaps if g.exclude]
     if fixes: b.notes.append(f"{where}: excluded from the draft's quant config: {', '.join(dict.fromkeys(fixes))}")
     return new
@@ -377,7 +405,10 @@ def _compute_logits(self, hidden_states, *args, **kwargs):
 def _get_top_tokens(self, hidden_states, *args, **kwargs):
     b = self._mtp_lit
     if b.draft_head is None: return type(self).__mro__[1].get_top_tokens(self, hidden_states, *args, **kwargs)
-    top = b.logits.get_top_tokens(b.draft_head, hidden_states)
+    head, lp = b.draft_head, b.logits
+    if (hasattr(head.quant_method, 'top_tokens') and head.tp_size == 1 and lp.scale == 1.0 and lp.soft_cap is None):
+        top = head.quant_method.top_tokens(head, hidden_states)   # FP8 head: the token from the kernel, no logits written
+    else: top = lp.get_top_tokens(head, hidden_states)
     return top if b.identity else self.draft_vocab_ids[top]
 
 # %% ../nbs/06_plugin.ipynb #9a20ee12
@@ -471,7 +502,8 @@ def _load_weights(self, weights):
                              "(is draft_vocab.safetensors listed in model.safetensors.index.json?)")
         b.draft_head.weight_loader(b.draft_head.weight, rows['rows'].to(b.draft_head.weight.dtype))
         loaded.add('draft_lm_head.weight')
-    missing = [n for n, _ in self.named_parameters() if n not in loaded and not any(s in n for s in _SHARED_FROM_TARGET)]
+    reported = {loaded_key(n) for n in loaded}
+    missing = [n for n, _ in self.named_parameters() if loaded_key(n) not in reported and not any(s in n for s in _SHARED_FROM_TARGET)]
     if missing and (b.active or not b.target_quantized):
         why = '; '.join(f"{k} from {v}" for k, v in b.opts.sources.items())
         head = (f"mtp_lit options ({why}) need the draft's MTP layer, but " if why else
@@ -486,6 +518,15 @@ def _load_weights(self, weights):
 
 
 # %% ../nbs/06_plugin.ipynb #2777671f
+def _key_compile_cache(b: DraftBuild, vllm_config) -> None:
+    """Put what mtp_lit changed in the draft into `vllm_config.additional_config['mtp_lit']`, which vLLM hashes into its
+    torch.compile cache key: a graph compiled for one draft (BF16, no window) is never loaded for another (FP8, windowed)."""
+    if not (b.active or b.notes) or not isinstance(getattr(vllm_config, 'additional_config', None), dict): return
+    vllm_config.additional_config['mtp_lit'] = {
+        'plan': [b.plan.mode, b.plan.scheme, list(b.plan.block_size or ()), b.plan.scale_fmt], 'window': b.opts.draft_window,
+        'head_rows': 0 if b.draft_vocab is None else len(b.draft_vocab[0]), 'fp8_head': b.opts.fp8_head,
+        'keep': sorted(b.keep), 'swapped': sorted(b.swapped), 'notes': list(b.notes)}
+
 def make_draft_class(key: str) -> type:
     "The mtp_lit subclass of vLLM's draft class for registry `key` (a row of `DRAFTS`); imports that vLLM module."
     row = DRAFTS[key]
@@ -499,6 +540,7 @@ def make_draft_class(key: str) -> type:
         self._mtp_lit = b
         check_window(b, self)
         build_draft_head(b, self, self.config)
+        _key_compile_cache(b, vllm_config)
         log = _vllm_logger()
         for n in b.notes: log.warning("mtp_lit: %s draft from %s: %s", key, b.model_dir, n)
         if b.active:
@@ -525,13 +567,3 @@ def fp8_param_digests(model) -> dict:
             if isinstance(s, torch.Tensor): h.update(s.detach().float().cpu().contiguous().numpy().tobytes())
             out[f"{mname}.{pname}" if mname else pname] = h.hexdigest()[:16]
     return out
-
-from .demo import DraftInspector as _DemoInspector
-
-class Fp8DraftInspector(_DemoInspector):
-    "The demo's worker extension plus `fp8_param_digests` of every e4m3 draft parameter (experts included)."
-    def mtp_lit_inspect_draft(self) -> dict:
-        out = super().mtp_lit_inspect_draft()
-        m = getattr(getattr(self.model_runner, 'drafter', None), 'model', None)
-        if m is not None: out['fp8_param_digests'] = fp8_param_digests(m)
-        return out

@@ -1,0 +1,154 @@
+"""The serving matrix: every draft feature of mtp_lit on real vLLM, on whatever device the engine finds.
+
+    python tests/gpu/serve_matrix.py --out runs/serve.json [--parallel 6] [--only qwen3_5-tiny] [--no-families]
+
+On a GPU each engine keeps vLLM's defaults (torch.compile, CUDA graphs; `mtp_lit.demo.engine_run`); on a CPU it runs
+eager. Checkpoints: the two embedded trained ones (dense, MoE), their `mtp-lit quantize` conversions (per-tensor,
+per-channel, block with UE8M0 scales) and a truncated-head variant (K = V/4, counted on this repo's own Python files so
+that every machine builds the same ids), plus the permutation-construction checkpoint of every family in
+`tests/tiny_families.py`. Runs per embedded checkpoint: plain, MTP k=3 with the BF16 draft, FP8 online (3 schemes), FP8
+converted (3), FP8 + truncated head, a 16-token draft window; per family: plain, BF16, FP8 online, FP8 converted.
+`tests/gpu/test_serve_gpu.py` asserts on the result; `nbs/results/serve_cpu.json` is the same matrix on vLLM CPU
+(embedded checkpoints only), the acceptance figures the GPU run is held to."""
+import argparse, concurrent.futures as cf, json, os, platform, sys, tempfile, time
+from dataclasses import replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import tiny_families as tf
+from mtp_lit.demo import RunSpec, run_in_subprocess, demo_prompts
+
+EMBEDDED = ('qwen3_5-tiny', 'qwen3_5_moe-tiny')
+ONLINE = {'fp8-tensor': 'per-tensor', 'fp8-channel': 'per-channel', 'fp8-block': 'block'}
+CONVERTED = {'conv-tensor': ('per-tensor', 'float32'), 'conv-channel': ('per-channel', 'float32'), 'conv-block-ue8m0': ('block', 'ue8m0')}
+WINDOW, HEAD_K, K, N_PROMPTS, N_TOKENS = 16, 1024, 3, 8, 64
+FAMILY_TOKENS = 24
+NEAR_TIE = 0.05   # a first difference where plain's top-2 logprob margin is below this is a near-tie, not a wrong token
+
+def build_checkpoints(work: Path, embedded=EMBEDDED, families=tf.FAMILIES) -> dict:
+    "Write every checkpoint the matrix serves under `work`; returns {name: path}."
+    from mtp_lit.model import checkpoint_path
+    from mtp_lit.convert import quantize
+    from mtp_lit.draft_vocab import build_draft_vocab
+    out = {}
+    corpus = sorted((HERE.parent.parent / 'mtp_lit').glob('*.py'))
+    for ck in embedded:
+        src = out[ck] = checkpoint_path(ck)
+        for name, (scheme, fmt) in CONVERTED.items():
+            out[f'{ck}/{name}'] = quantize(src, work / f'{ck}-{name}', scheme=scheme, scale_fmt=fmt, overwrite=True, progress=False)
+        out[f'{ck}/head'] = build_draft_vocab(src, corpus, HEAD_K, out=work / f'{ck}-head{HEAD_K}', progress=False)
+    for fam in families:
+        src = out[fam] = tf.build(fam, work / fam)
+        out[f'{fam}/conv-channel'] = quantize(src, work / f'{fam}-conv-channel', scheme='per-channel', overwrite=True, progress=False)
+    return out
+
+def specs(ckpts: dict, embedded=EMBEDDED, families=tf.FAMILIES) -> list:
+    "The matrix as `RunSpec`s, named 'checkpoint/run'."
+    inspect = {'worker_extension_cls': 'mtp_lit.demo.DraftInspector'}
+    P, PF = demo_prompts(N_PROMPTS), demo_prompts(2)
+    def spec(name, ck, k, env, prompts=P, n=N_TOKENS): return RunSpec(name, str(ckpts[ck]), k, env, prompts, n, 1024, engine_args=inspect)
+    out = []
+    for ck in embedded:
+        out += [spec(f'{ck}/plain', ck, 0, {}), spec(f'{ck}/bf16', ck, K, {})]
+        out += [spec(f'{ck}/{r}', ck, K, {'MTP_FP8': '1', 'MTP_FP8_SCHEME': s}) for r, s in ONLINE.items()]
+        out += [spec(f'{ck}/{r}', f'{ck}/{r}', K, {}) for r in CONVERTED]
+        out += [spec(f'{ck}/fp8-head', f'{ck}/head', K, {'MTP_FP8': '1'}), spec(f'{ck}/window', ck, K, {'MTP_DRAFT_WINDOW': str(WINDOW)})]
+    for fam in families:
+        out += [spec(f'{fam}/plain', fam, 0, {}, PF, FAMILY_TOKENS), spec(f'{fam}/bf16', fam, K, {}, PF, FAMILY_TOKENS),
+                spec(f'{fam}/fp8-channel', fam, K, {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}, PF, FAMILY_TOKENS),
+                spec(f'{fam}/conv-channel', f'{fam}/conv-channel', K, {}, PF, FAMILY_TOKENS)]
+    return out
+
+def _run(spec, log_dir):
+    t0 = time.time()
+    try: return spec.name, run_in_subprocess(replace(spec, name=spec.name.replace('/', '--')), log_dir=log_dir, quiet=True, timeout=1200)
+    except Exception as e: return spec.name, {'error': f'{type(e).__name__}: {str(e)[-4000:]}', 'total_s': time.time() - t0}
+
+def run_all(run_specs: list, log_dir: Path, parallel: int = 1, log=print) -> dict:
+    "Run every spec (`parallel` engines at once, each in its own process); {name: engine_run result or {'error': ...}}."
+    log_dir.mkdir(parents=True, exist_ok=True)
+    res = {}
+    with cf.ThreadPoolExecutor(parallel) as ex:
+        for name, r in ex.map(lambda s: _run(s, log_dir), run_specs):
+            res[name] = r
+            log(f"{name:40s} {'ERROR ' + r['error'][-200:] if 'error' in r else 'ok'}  {r.get('total_s', 0):.0f} s", flush=True)
+    return res
+
+def first_difference(a: list, b: list, margins: list):
+    "(position, plain's top-2 margin there) of the first token where `b` differs from plain `a`, or None if identical."
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y: return i, (margins[i] if i < len(margins) else None)
+    return None if len(a) == len(b) else (min(len(a), len(b)), None)
+
+def summarize(results: dict) -> dict:
+    "The committed record of a matrix run: per run acceptance, identity to plain and what the worker reports of the draft."
+    out = {}
+    for name, r in results.items():
+        ck, run = name.rsplit('/', 1)
+        base = ck.split('/')[0]
+        if 'error' in r: out[name] = {'error': r['error'][-1500:]}; continue
+        row = {'k': r['k'], 'env': r['env'], 'tokens_generated': r['tokens_generated'], 'wall_s': round(r['wall_s'], 3)}
+        plain = results.get(f'{base}/plain')
+        if r['k'] and plain and 'error' not in plain:
+            diffs = [first_difference(p, t, m) for p, t, m in zip(plain['tokens'], r['tokens'], plain['margins'])]
+            row['identical'] = all(d is None for d in diffs)
+            row['differences'] = [[i, d[0], d[1]] for i, d in enumerate(diffs) if d is not None]
+            row['wrong_tokens'] = sum(1 for d in diffs if d is not None and (d[1] is None or d[1] >= NEAR_TIE))
+        if base in tf.FAMILIES and not r['k']:
+            from tokenizers import Tokenizer
+            from mtp_lit.model import checkpoint_path
+            tok = Tokenizer.from_file(str(checkpoint_path('qwen3_5-tiny') / 'tokenizer.json'))
+            row['permutation_chain'] = r['tokens'] == [tf.expected_tokens(tok.encode(p).ids, FAMILY_TOKENS) for p in demo_prompts(2)]
+        if r['k']:
+            a = r['acceptance']
+            row['acceptance'] = {k: a[k] for k in ('drafts', 'acceptance_rate', 'mean_acceptance_length', 'per_position')}
+            d = r['draft']
+            dts = d['param_dtypes']
+            row['draft'] = {'class': d['class'], 'device': d.get('device'), 'runner': d.get('runner'),
+                            'e4m3_params': sorted(n for n, t in dts.items() if t == 'float8_e4m3fn'),
+                            'linear_weight_bytes': d['linear_weight_bytes'], 'head_rows': d['head_rows'],
+                            'windows': sorted(set(d['attention_windows'].values()), key=str), 'digests': d['fp8_digests']}
+        out[name] = row
+    return out
+
+def environment() -> dict:
+    import torch, vllm
+    env = {'torch': torch.__version__, 'vllm': vllm.__version__, 'python': platform.python_version(), 'device': 'cpu'}
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        env.update(device=p.name, capability='.'.join(map(str, torch.cuda.get_device_capability(0))), cuda=torch.version.cuda,
+                   mode='torch.compile + CUDA graphs (vLLM defaults)')
+        try:
+            import triton; env['triton'] = triton.__version__
+        except ImportError: pass
+    else: env['mode'] = 'eager (vLLM CPU)'
+    return env
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--out', required=True, help='JSON file for the summary')
+    ap.add_argument('--work', default=None, help='folder for checkpoints and logs (default: a temporary one)')
+    ap.add_argument('--parallel', type=int, default=1, help='engines at once (GPU: each takes MTP_LIT_GPU_MEMORY of its memory)')
+    ap.add_argument('--only', nargs='*', default=None, help='checkpoints (embedded names or families) to run; default all')
+    ap.add_argument('--no-families', action='store_true', help='embedded checkpoints only')
+    ap.add_argument('--no-embedded', action='store_true', help='family checkpoints only')
+    ap.add_argument('--merge', nargs='*', default=(), help='earlier --out files whose runs this one adds to')
+    a = ap.parse_args(argv)
+    work = Path(a.work or tempfile.mkdtemp(prefix='mtp_lit_serve_'))
+    emb = [] if a.no_embedded else [c for c in EMBEDDED if a.only is None or c in a.only]
+    fams = [] if a.no_families else [f for f in tf.FAMILIES if a.only is None or f in a.only]
+    t0 = time.time()
+    ck = build_checkpoints(work / 'ckpt', emb, fams)
+    print(f'checkpoints built in {time.time() - t0:.0f} s', flush=True)
+    res = run_all(specs(ck, emb, fams), work / 'logs', a.parallel)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    runs = {}
+    for f in a.merge: runs.update(json.loads(Path(f).read_text())['runs'])
+    runs.update(summarize(res))
+    Path(a.out).write_text(json.dumps({'environment': environment(), 'wall_s': round(time.time() - t0), 'runs': runs}, indent=1) + '\n')
+    print(f'wrote {a.out} ({time.time() - t0:.0f} s)')
+    return res
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,75 @@
+"""mtp_lit served by real vLLM on a GPU with vLLM's defaults (torch.compile, CUDA graphs): `serve_matrix.py`'s matrix.
+
+Skipped without CUDA and vLLM. On a GPU machine with vLLM installed:
+
+    MTP_LIT_GPU_RESULTS=nbs/results/serve_gpu.json python -m pytest tests/gpu -ra
+
+(`MTP_LIT_GPU_PARALLEL` engines at once, default 6, each with `MTP_LIT_GPU_MEMORY` of the GPU's memory, default 0.12;
+`MTP_LIT_GPU_REUSE=1` asserts on an existing results file instead of running the matrix.)
+Asserts: every run starts; greedy tokens identical to plain decoding of the same checkpoint (a first difference at a
+near-tie of plain's logits is reported, not failed); acceptance length within 5 % of vLLM CPU's for the same run
+(`nbs/results/serve_cpu.json`); the FP8 runs' draft linears are e4m3 in the worker, online FP8 bit-identical to the
+converter's checkpoint; the truncated head has its K rows; the window is on the draft's attention; each family's
+permutation checkpoint accepts > 95 % of its drafts."""
+import json, os, sys
+from pathlib import Path
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+torch = pytest.importorskip('torch')
+pytest.importorskip('vllm')
+pytestmark = [pytest.mark.vllm, pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU (and vLLM): the GPU serving suite')]
+CPU = HERE.parent.parent / 'nbs' / 'results' / 'serve_cpu.json'
+
+@pytest.fixture(scope='session')
+def matrix(tmp_path_factory):
+    import serve_matrix as sm
+    out = Path(os.environ.get('MTP_LIT_GPU_RESULTS', tmp_path_factory.mktemp('serve') / 'serve_gpu.json'))
+    if os.environ.get('MTP_LIT_GPU_REUSE') == '1' and out.exists(): return json.loads(out.read_text())['runs']
+    os.environ.setdefault('MTP_LIT_GPU_MEMORY', '0.12')
+    sm.main(['--out', str(out), '--work', str(tmp_path_factory.mktemp('work')),
+             '--parallel', os.environ.get('MTP_LIT_GPU_PARALLEL', '6')])
+    return json.loads(out.read_text())['runs']
+
+def mtp_runs(m): return {n: r for n, r in m.items() if r.get('k')}
+
+def test_every_run_serves(matrix):
+    assert {n: r['error'][-300:] for n, r in matrix.items() if 'error' in r} == {}
+
+def test_greedy_tokens_identical_to_plain(matrix):
+    assert {n: r['differences'] for n, r in mtp_runs(matrix).items() if r.get('wrong_tokens')} == {}
+
+def test_acceptance_as_on_cpu(matrix):
+    cpu = json.loads(CPU.read_text())['runs']
+    far = {}
+    for n, r in mtp_runs(matrix).items():
+        if n not in cpu or 'acceptance' not in cpu[n]: continue
+        g, c = r['acceptance']['mean_acceptance_length'], cpu[n]['acceptance']['mean_acceptance_length']
+        if abs(g - c) > 0.05 * c: far[n] = (round(g, 3), round(c, 3))
+    assert far == {}
+
+def test_fp8_drafts_are_e4m3_in_the_worker(matrix):
+    for n, r in mtp_runs(matrix).items():
+        fp8 = 'fp8' in n or '/conv-' in n
+        assert bool(r['draft']['e4m3_params']) == fp8, n
+        assert r['draft']['device'].startswith('cuda'), n
+
+def test_online_fp8_equals_the_converter(matrix):
+    for ck in ('qwen3_5-tiny', 'qwen3_5_moe-tiny'):
+        for on, conv in (('fp8-tensor', 'conv-tensor'), ('fp8-channel', 'conv-channel')):
+            assert matrix[f'{ck}/{on}']['draft']['digests'] == matrix[f'{ck}/{conv}']['draft']['digests'], (ck, on)
+
+def test_truncated_head_and_window(matrix):
+    for ck in ('qwen3_5-tiny', 'qwen3_5_moe-tiny'):
+        head = matrix[f'{ck}/fp8-head']['draft']
+        assert head['head_rows'] == {'draft_lm_head': 1024} and 'draft_lm_head.weight' in head['e4m3_params']
+        assert matrix[f'{ck}/window']['draft']['windows'] == [16]
+
+def test_family_permutation_checkpoints(matrix):
+    import tiny_families as tf
+    for fam in tf.FAMILIES:
+        assert matrix[f'{fam}/plain']['permutation_chain'], fam
+        for run in ('bf16', 'fp8-channel', 'conv-channel'):
+            assert matrix[f'{fam}/{run}']['acceptance']['acceptance_rate'] > 0.95, (fam, run)

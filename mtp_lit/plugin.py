@@ -47,12 +47,12 @@ def register() -> None:
     what is enabled; on a vLLM outside `vllm_compat.supported_range()`, log one line and change nothing."""
     global _registered
     if _registered: return
-    _registered = True
     import vllm
     from mtp_lit.vllm_compat import vllm_supported, supported_range, fill_registry_gaps, fill_mtp_rewrite_gap
     if not vllm_supported(vllm.__version__):
         _vllm_logger().warning("mtp_lit: vLLM %s is outside the supported range %s; mtp_lit is not enabled and vLLM runs "
                                "without it", vllm.__version__, supported_range())
+        _registered = True
         return
     opts = parse_options(None)   # environment only: raises ValueError naming a bad MTP_... variable
     from vllm import ModelRegistry
@@ -63,6 +63,7 @@ def register() -> None:
             if 'MTP' in key and key not in DRAFTS and getattr(m, 'module_name', None):
                 _PASSTHROUGH[key] = (m.module_name, m.class_name)
                 ModelRegistry.register_model(key, f"mtp_lit.plugin:{key}")
+    _registered = True
     _vllm_logger().info("mtp_lit: MTP draft classes extended (%s)%s; from the environment: %s; a checkpoint's config.json "
                         "mtp_lit section is read when its draft loads", ', '.join(DRAFTS),
                         f"; added for vLLM {vllm.__version__}: {', '.join(filled)}" if filled else '', opts.describe())

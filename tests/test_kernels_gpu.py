@@ -329,3 +329,77 @@ def test_tma_weight_loads_vs_float64(variant, N, K, M):
     head = KernelConfig(BN=64, BK=128, TMA=True, **VARIANTS[variant])
     assert torch.equal(fp8_linear_argmax(x, q, s, config=head),
                        fp8_linear(x, q, s, config=KernelConfig(BN=64, BK=128, **VARIANTS[variant])).argmax(-1))
+
+
+# ---- the plugin's served path: custom ops under torch.compile and CUDA graphs, the grouped FP8 experts
+
+from mtp_lit.draft_moe import fp8_moe, fp8_moe_op, quantize_experts  # noqa: E402
+from mtp_lit.kernels import fp8_linear_op, fp8_linear_argmax_op  # noqa: E402
+
+
+def _experts(scheme, E=16, H=256, I=128, g=None):
+    block = (128, 128) if scheme == 'block' else None
+    w13 = (rand(E, 2 * I, H, g=g, std=0.05)).bfloat16()
+    w2 = (rand(E, H, I, g=g, std=0.05)).bfloat16()
+    q13, s13 = quantize_experts(w13, scheme, block, shards=2)
+    q2, s2 = quantize_experts(w2, scheme, block)
+    return q13, s13, q2, s2, block
+
+
+@pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
+@pytest.mark.parametrize('on_input', [False, True])
+def test_grouped_fp8_moe_matches_the_host_grouped_loop(scheme, on_input):
+    "The capture-safe two-launch path (moe_linear) against the loop over experts (fp8_linear per group), and expert parallelism."
+    g = gen()
+    q13, s13, q2, s2, block = _experts(scheme, g=g)
+    T, k, E = 37, 4, q13.shape[0]
+    x = rand(T, q13.shape[2], g=g).bfloat16()
+    ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(T)]).int()
+    tw = torch.rand(T, k, device='cuda', generator=g)
+    fast = fp8_moe(x, q13, s13, q2, s2, tw, ids, block, apply_router_weight_on_input=on_input)
+    import mtp_lit.draft_moe as dm
+    saved, dm.triton_ok = dm.triton_ok, lambda x: False    # the host-grouped loop of CPU engines
+    try: loop = fp8_moe(x, q13, s13, q2, s2, tw, ids, block, apply_router_weight_on_input=on_input)
+    finally: dm.triton_ok = saved
+    rel = ((fast.double() - loop.double()).norm() / loop.double().norm()).item()
+    assert rel < 2e-2, rel
+    emap = torch.full((E,), -1, dtype=torch.int32, device='cuda'); emap[:E // 2] = torch.arange(E // 2, device='cuda', dtype=torch.int32)
+    ep = fp8_moe(x, q13[:E // 2], s13[:E // 2], q2[:E // 2], s2[:E // 2], tw, ids, block, expert_map=emap,
+                 apply_router_weight_on_input=on_input)
+    keep = (ids < E // 2).float()
+    ref = fp8_moe(x, q13, s13, q2, s2, tw * keep, ids, block, apply_router_weight_on_input=on_input) if not on_input else None
+    assert torch.isfinite(ep.float()).all()
+    if ref is not None: assert ((ep.double() - ref.double()).norm() / ref.double().norm()).item() < 2e-2
+
+
+def test_grouped_fp8_moe_in_a_cuda_graph():
+    "Captured once, replayed with new tokens and new routing: the eager result (no host sync, fixed shapes)."
+    g = gen()
+    q13, s13, q2, s2, block = _experts('per-channel', g=g)
+    T, k, E = 8, 4, q13.shape[0]
+    x = rand(T, q13.shape[2], g=g).bfloat16()
+    ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(T)]).int()
+    tw = torch.rand(T, k, device='cuda', generator=g)
+    fp8_moe_op(x, q13, s13, q2, s2, tw, ids); torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): out = fp8_moe_op(x, q13, s13, q2, s2, tw, ids)
+    for _ in range(3):
+        x.copy_(rand(T, q13.shape[2], g=g).bfloat16())
+        ids.copy_(torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(T)]).int())
+        graph.replay(); torch.cuda.synchronize()
+        assert torch.equal(out, fp8_moe_op(x, q13, s13, q2, s2, tw, ids))
+
+
+@pytest.mark.parametrize('mode', ['tensor', 'channel', 'block'])
+def test_fp8_linear_op_under_torch_compile_and_graphs(mode):
+    "torch.compile keeps the op whole (Inductor never sees an e4m3 matmul); compiled + CUDA graphs = eager, bit for bit."
+    g = gen()
+    q, s = quantize_fp8(rand(1024, 512, g=g, std=0.05), SCHEME[mode])
+    bn, bk = (128, 128)
+    def f(x): return torch.nn.functional.silu(fp8_linear_op(x, q, s, None, bn, bk)) * 2
+    x = rand(4, 512, g=g).bfloat16()
+    eager = f(x)
+    comp = torch.compile(f, fullgraph=True, mode='reduce-overhead')
+    for _ in range(3): y = comp(x)
+    assert torch.equal(y, eager)
+    assert torch.equal(fp8_linear_argmax_op(x, q, s), fp8_linear(x, q, s).argmax(-1))

@@ -65,14 +65,16 @@ def _run(spec, log_dir):
     try: return spec.name, run_in_subprocess(replace(spec, name=spec.name.replace('/', '--')), log_dir=log_dir, quiet=True, timeout=1200)
     except Exception as e: return spec.name, {'error': f'{type(e).__name__}: {str(e)[-4000:]}', 'total_s': time.time() - t0}
 
-def run_all(run_specs: list, log_dir: Path, parallel: int = 1, log=print) -> dict:
-    "Run every spec (`parallel` engines at once, each in its own process); {name: engine_run result or {'error': ...}}."
+def run_all(run_specs: list, log_dir: Path, parallel: int = 1, log=print, on_result=None) -> dict:
+    """Run every spec (`parallel` engines at once, each in its own process); {name: engine_run result or {'error': ...}}.
+    `on_result(results so far)` is called after each run (e.g. to write a partial record)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     res = {}
     with cf.ThreadPoolExecutor(parallel) as ex:
         for name, r in ex.map(lambda s: _run(s, log_dir), run_specs):
             res[name] = r
             log(f"{name:40s} {'ERROR ' + r['error'][-200:] if 'error' in r else 'ok'}  {r.get('total_s', 0):.0f} s", flush=True)
+            if on_result: on_result(res)
     return res
 
 def first_difference(a: list, b: list, margins: list):
@@ -141,12 +143,14 @@ def main(argv=None):
     t0 = time.time()
     ck = build_checkpoints(work / 'ckpt', emb, fams)
     print(f'checkpoints built in {time.time() - t0:.0f} s', flush=True)
-    res = run_all(specs(ck, emb, fams), work / 'logs', a.parallel)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    runs = {}
-    for f in a.merge: runs.update(json.loads(Path(f).read_text())['runs'])
-    runs.update(summarize(res))
-    Path(a.out).write_text(json.dumps({'environment': environment(), 'wall_s': round(time.time() - t0), 'runs': runs}, indent=1) + '\n')
+    env, earlier = environment(), {}
+    for f in a.merge: earlier.update(json.loads(Path(f).read_text())['runs'])
+    def write(res):
+        runs = {**earlier, **summarize(res)}
+        Path(a.out).write_text(json.dumps({'environment': env, 'wall_s': round(time.time() - t0), 'runs': runs}, indent=1) + '\n')
+    res = run_all(specs(ck, emb, fams), work / 'logs', a.parallel, on_result=write)
+    write(res)
     print(f'wrote {a.out} ({time.time() - t0:.0f} s)')
     return res
 

@@ -106,7 +106,8 @@ def _margins(logprobs) -> list:
 def engine_run(spec: RunSpec) -> dict:
     """Run `spec` in this process (vLLM imported here); returns token ids, wall time, acceptance and the draft description.
     On a GPU the engine keeps vLLM's defaults (torch.compile and CUDA graphs) and takes `MTP_LIT_GPU_MEMORY` (default 0.85)
-    of the GPU's memory; on a CPU it runs eager."""
+    of the GPU's memory, or a fixed KV cache of `MTP_LIT_KV_CACHE_BYTES` (no memory profiling: for several engines on one
+    GPU); on a CPU it runs eager."""
     from vllm import LLM, SamplingParams
     sc = {'method': 'mtp', 'num_speculative_tokens': spec.k} if spec.k else None
     import torch
@@ -115,6 +116,8 @@ def engine_run(spec: RunSpec) -> dict:
                 max_num_batched_tokens=max(256, spec.max_model_len), disable_log_stats=False, seed=0, enable_prefix_caching=False,
                 speculative_config=sc, worker_extension_cls='mtp_lit.demo.DraftInspector')
     if gpu: args['gpu_memory_utilization'] = float(os.environ.get('MTP_LIT_GPU_MEMORY', '0.85'))
+    if gpu and os.environ.get('MTP_LIT_KV_CACHE_BYTES'):   # a fixed KV cache: no memory profiling (engines sharing one GPU)
+        args['kv_cache_memory_bytes'] = int(os.environ['MTP_LIT_KV_CACHE_BYTES'])
     args |= spec.engine_args
     llm = LLM(**args)
     print('mtp_lit-phase: generating', file=sys.stderr, flush=True)

@@ -390,7 +390,7 @@ def build_draft_head(b: DraftBuild, draft, config) -> None:
         from mtp_lit.draft_linear import DraftQuantConfig
         qc = DraftQuantConfig(b.plan, b.row.keep_unquantized)
     draft.draft_lm_head = ParallelLMHead(len(ids), config.hidden_size, quant_config=qc, prefix='draft_lm_head')
-    draft.register_buffer('draft_vocab_ids', ids.clone(), persistent=False)
+    draft.register_buffer('draft_vocab_ids', ids.to(draft.draft_lm_head.weight.device), persistent=False)   # built under vLLM's device
     b.draft_head, b.logits = draft.draft_lm_head, LogitsProcessor(len(ids))
     b.identity = len(ids) == config.vocab_size and bool((ids == torch.arange(len(ids))).all())
 

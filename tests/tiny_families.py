@@ -71,11 +71,12 @@ def permutation(seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed + 1)
     return torch.cat([torch.zeros(1, dtype=torch.long), 1 + torch.randperm(V - 1, generator=g)])
 
-def build(family: str, dst, experts: str = 'split', seed: int = 0, wrong_draft: bool = False) -> Path:
+def build(family: str, dst, experts: str = 'split', seed: int = 0, wrong_draft: bool = False, overrides: dict | None = None) -> Path:
     """Write the tiny `family` checkpoint (config.json, model.safetensors, the shipped tokenizer) to `dst` and return it.
     `experts`: 'split' | 'fused' MTP routed experts (MoE families); `wrong_draft`: the draft's projection selects the
-    *hidden* half instead, so it proposes perm[t] for the current token t — always wrong (acceptance 0)."""
-    cfg = config(family)
+    *hidden* half instead, so it proposes perm[t] for the current token t — always wrong (acceptance 0); `overrides`: config
+    fields to change (e.g. MLA head dims a GPU backend needs)."""
+    cfg = {**config(family), **(overrides or {})}
     dst = Path(dst); dst.mkdir(parents=True, exist_ok=True)
     g = torch.Generator().manual_seed(seed)
     qwen = family.startswith('qwen')

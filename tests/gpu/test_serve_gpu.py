@@ -36,7 +36,9 @@ def matrix(tmp_path_factory):
 def mtp_runs(m): return {n: r for n, r in m.items() if r.get('k')}
 
 def test_every_run_serves(matrix):
-    assert {n: r['error'][-300:] for n, r in matrix.items() if 'error' in r} == {}
+    import serve_matrix as sm
+    assert {n: r['error'][-300:] for n, r in matrix.items() if 'error' in r and n not in sm.EXPECTED_ERRORS} == {}
+    for n, msg in sm.EXPECTED_ERRORS.items(): assert msg in matrix[n].get('error', ''), n   # refused at load, naming the layer
 
 def test_greedy_tokens_identical_to_plain(matrix):
     assert {n: r['differences'] for n, r in mtp_runs(matrix).items() if r.get('wrong_tokens')} == {}
@@ -52,6 +54,7 @@ def test_acceptance_as_on_cpu(matrix):
 
 def test_fp8_drafts_are_e4m3_in_the_worker(matrix):
     for n, r in mtp_runs(matrix).items():
+        if 'draft' not in r: continue
         fp8 = 'fp8' in n or '/conv-' in n
         assert bool(r['draft']['e4m3_params']) == fp8, n
         assert r['draft']['device'].startswith('cuda'), n

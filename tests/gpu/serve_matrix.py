@@ -4,8 +4,8 @@
 
 On a GPU each engine keeps vLLM's defaults (torch.compile, CUDA graphs; `mtp_lit.demo.engine_run`); on a CPU it runs
 eager. Checkpoints: the two embedded trained ones (dense, MoE), their `mtp-lit quantize` conversions (per-tensor,
-per-channel, block with UE8M0 scales) and a truncated-head variant (K = V/4, counted on this repo's own Python files so
-that every machine builds the same ids), plus the permutation-construction checkpoint of every family in
+per-channel, block with UE8M0 scales) and a truncated-head variant (K = V/4, counted on `head_corpus.txt`, stdlib text
+fixed in the repo so that every machine builds the same ids), plus the permutation-construction checkpoint of every family in
 `tests/tiny_families.py`. Runs per embedded checkpoint: plain, MTP k=3 with the BF16 draft, FP8 online (3 schemes), FP8
 converted (3), FP8 + truncated head, a 16-token draft window; per family: plain, BF16, FP8 online, FP8 converted.
 `tests/gpu/test_serve_gpu.py` asserts on the result; `nbs/results/serve_cpu.json` is the same matrix on vLLM CPU
@@ -34,7 +34,7 @@ def build_checkpoints(work: Path, embedded=EMBEDDED, families=tf.FAMILIES) -> di
     from mtp_lit.convert import quantize
     from mtp_lit.draft_vocab import build_draft_vocab
     out = {}
-    corpus = sorted((HERE.parent.parent / 'mtp_lit').glob('*.py'))
+    corpus = [HERE / 'head_corpus.txt']   # the first 3 kB of 80 training-split stdlib files, fixed so every machine counts the same
     for ck in embedded:
         src = out[ck] = checkpoint_path(ck)
         for name, (scheme, fmt) in CONVERTED.items():   # the tiny MoE's experts (I = 64) stay BF16 under 128x128 blocks

@@ -6,7 +6,7 @@ export VLLM_NO_USAGE_STATS ?= 1
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: env demo test check nbtest pytest site
+.PHONY: env demo test check nbtest pytest site test-gpu
 
 env:
 	@VENV=$(VENV) tools/setup-env
@@ -30,6 +30,10 @@ nbtest:
 
 pytest:
 	$(BIN)/python -m pytest -ra tests
+
+## On a machine with a CUDA GPU: the serving matrix in real vLLM with its GPU defaults (tests/gpu), results to nbs/results/serve_gpu.json.
+test-gpu: env
+	MTP_LIT_GPU_RESULTS=nbs/results/serve_gpu.json $(BIN)/python -m pytest -ra tests/gpu
 
 ## Docs site without Quarto (nbdev_docs builds the real one): nbdev_proc_nbs output rendered to _site/; open _site/index.html.
 site: env

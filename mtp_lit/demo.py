@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['CPU_ENV', 'RUNS', 'RunSpec', 'acceptance', 'DraftInspector', 'draft_linear_bytes', 'engine_run', 'run_in_subprocess',
-           'sweep', 'long_prompts', 'demo_prompts', 'compare', 'format_table', 'demo', 'demo_cli']
+           'root_cause', 'sweep', 'long_prompts', 'demo_prompts', 'compare', 'format_table', 'demo', 'demo_cli']
 
 # %% ../nbs/11_demo.ipynb #00cfa549
-import json, os, subprocess, sys, tempfile, time, threading
+import json, os, re, subprocess, sys, tempfile, time, threading
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from .vllm_compat import draft_model
@@ -172,10 +172,21 @@ def run_in_subprocess(spec: RunSpec, log_dir=None, quiet=False, timeout=900) -> 
                     seen.add(msg); print(f"  [{spec.name}] {time.time() - t0:5.1f} s  {msg}", flush=True)
         rc = p.wait(timeout=timeout)
     if rc != 0 or not out.exists():
-        tail = ''.join(log.read_text().splitlines(keepends=True)[-25:])
-        raise RuntimeError(f"engine run {spec.name!r} failed (exit {rc}); log {log}:\n{tail}")
+        text = log.read_text()
+        tail = ''.join(text.splitlines(keepends=True)[-25:])
+        raise RuntimeError(f"engine run {spec.name!r} failed (exit {rc}): {root_cause(text)}; log {log}:\n{tail}")
     res = json.loads(out.read_text()); res['log'] = str(log); res['total_s'] = time.time() - t0
     return res
+
+_CAUSE = re.compile(r'(?:^|\] |\) )((?:\w+\.)*\w*(?:Error|Exception): .+)$')
+
+def root_cause(log: str) -> str:
+    "The first exception line of an engine log that is not vLLM's wrapper ('Engine core initialization failed', 'Worker failed')."
+    for line in log.splitlines():
+        m = _CAUSE.search(line.strip())
+        if m and not any(w in m[1] for w in ('Engine core initialization failed', 'Worker failed with error', 'EngineCore encountered')):
+            return m[1]
+    return 'no exception line in the log'
 
 def _has_cuda() -> bool:
     try:

@@ -108,11 +108,12 @@ def quantize_fp8(w: torch.Tensor, scheme: str = 'per-tensor', block=(128, 128), 
     rounded to nearest even. The arithmetic is vLLM's, bit for bit: per-tensor `amax/448`, `w*(1/s)` (`online/fp8.py`);
     per-channel `max(amax/448, MIN_SCALE)`, `w/s` (`_fp8_quant_per_channel`); block `max(amax,1e-4)/448`, `w*(1/s)`
     (`per_block_cast_to_fp8`, `vllm/utils/deep_gemm.py`). An all-zero per-tensor weight gets `MIN_SCALE`.
+    Every division is a true division on every device (a same-device divisor), so CPU and CUDA give the same bytes.
     Raises ValueError (naming `name` if given) for other ranks, FP8/integer input, NaN/inf, unknown scheme/scale_fmt."""
     block = _check_scheme(scheme, scale_fmt, block)
     x = _check_weight(w, name)
     *lead, n, k = x.shape
-    fmax = torch.tensor(E4M3_MAX, dtype=torch.float32)
+    fmax = torch.tensor(E4M3_MAX, dtype=torch.float32, device=x.device)   # on CUDA a CPU-scalar divisor becomes a*(1/b): other bits
     ue8m0 = ue8m0_round if scale_fmt == 'ue8m0' else (lambda s: s)
     if scheme == 'per-tensor':
         amax = x.abs().amax(dim=(-2, -1)).reshape(*lead, 1)
@@ -125,7 +126,7 @@ def quantize_fp8(w: torch.Tensor, scheme: str = 'per-tensor', block=(128, 128), 
         bn, bk = block
         pn, pk = -(-n // bn) * bn, -(-k // bk) * bk
         xp = torch.nn.functional.pad(x, (0, pk - k, 0, pn - n)).reshape(*lead, pn // bn, bn, pk // bk, bk)
-        s = ue8m0(xp.abs().amax(dim=(-3, -1)).clamp(min=1e-4) / E4M3_MAX)
+        s = ue8m0(xp.abs().amax(dim=(-3, -1)).clamp(min=1e-4) / fmax)
         q = (xp * (1.0 / s)[..., :, None, :, None]).reshape(*lead, pn, pk)[..., :n, :k]
     q = q.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).contiguous()
     return q, s.to(torch.float32).contiguous()

@@ -66,7 +66,7 @@ def specs(ckpts: dict, embedded=EMBEDDED, families=tf.FAMILIES) -> list:
 def _run(spec, log_dir):
     t0 = time.time()
     try: return spec.name, run_in_subprocess(replace(spec, name=spec.name.replace('/', '--')), log_dir=log_dir, quiet=True, timeout=1200)
-    except Exception as e: return spec.name, {'error': f'{type(e).__name__}: {str(e)[-4000:]}', 'total_s': time.time() - t0}
+    except Exception as e: return spec.name, {'error': f'{type(e).__name__}: {str(e)[:4000]}', 'total_s': time.time() - t0}
 
 def run_all(run_specs: list, log_dir: Path, parallel: int = 1, log=print, on_result=None) -> dict:
     """Run every spec (`parallel` engines at once, each in its own process); {name: engine_run result or {'error': ...}}.
@@ -76,7 +76,7 @@ def run_all(run_specs: list, log_dir: Path, parallel: int = 1, log=print, on_res
     with cf.ThreadPoolExecutor(parallel) as ex:
         for name, r in ex.map(lambda s: _run(s, log_dir), run_specs):
             res[name] = r
-            log(f"{name:40s} {'ERROR ' + r['error'][-200:] if 'error' in r else 'ok'}  {r.get('total_s', 0):.0f} s", flush=True)
+            log(f"{name:40s} {'ERROR ' + r['error'].split('; log ')[0][-300:] if 'error' in r else 'ok'}  {r.get('total_s', 0):.0f} s", flush=True)
             if on_result: on_result(res)
     return res
 
@@ -92,7 +92,7 @@ def summarize(results: dict) -> dict:
     for name, r in results.items():
         ck, run = name.rsplit('/', 1)
         base = ck.split('/')[0]
-        if 'error' in r: out[name] = {'error': r['error'][-1500:]}; continue
+        if 'error' in r: out[name] = {'error': r['error'].split('; log ')[0][:1500]}; continue
         row = {'k': r['k'], 'env': r['env'], 'tokens_generated': r['tokens_generated'], 'wall_s': round(r['wall_s'], 3)}
         plain = results.get(f'{base}/plain')
         if r['k'] and plain and 'error' not in plain:
@@ -115,6 +115,46 @@ def summarize(results: dict) -> dict:
                             'linear_weight_bytes': d['linear_weight_bytes'], 'head_rows': d['head_rows'],
                             'windows': sorted(set(d['attention_windows'].values()), key=str), 'digests': d['fp8_digests']}
         out[name] = row
+    return out
+
+def reference_tau(embedded=EMBEDDED, heads: dict | None = None) -> dict:
+    """τ of mtp_lit's plain-torch reference (`mtp_lit.train`, BF16) on the matrix's prompts, on this machine's device:
+    {checkpoint: τ}, and {checkpoint + '/head': τ} with the draft's logits restricted to the K ids of `heads[checkpoint]`
+    (a truncated-head variant directory). What the checkpoint's own weights give, whatever engine serves them."""
+    import torch
+    from safetensors.torch import load_file
+    from tokenizers import Tokenizer
+    from mtp_lit.model import load_checkpoint, checkpoint_path
+    from mtp_lit.train import greedy_generate, acceptance_stats
+    dev = 'cuda' if torch.cuda.is_available() else 'cpu'
+    out = {}
+    for ck in embedded:
+        tok = Tokenizer.from_file(str(checkpoint_path(ck) / 'tokenizer.json'))
+        m = load_checkpoint(checkpoint_path(ck), dtype=torch.bfloat16)[0].to(dev)
+        ids = None
+        if heads and ck in heads:
+            ids = next(v for v in load_file(str(Path(heads[ck]) / 'draft_vocab.safetensors')).values() if v.dtype == torch.int64).to(dev)
+        for key, keep in ((ck, None), (ck + '/head', ids)):
+            if key != ck and keep is None: continue
+            res = []
+            for p in demo_prompts(N_PROMPTS):
+                prompt = tok.encode(p).ids
+                with torch.no_grad():
+                    gen = greedy_generate(m, prompt, N_TOKENS, 0)
+                    s = torch.tensor([prompt + gen], device=dev)
+                    h, _ = m(s[:, :-1])
+                    logits, _ = m.mtp_chain(s[:, 1:], h, K)
+                    if keep is not None:
+                        off = torch.ones(logits.shape[-1], dtype=torch.bool, device=dev); off[keep] = False
+                        logits = logits.masked_fill(off, float('-inf'))
+                    d = logits.argmax(-1)
+                acc, n = [], 1
+                while n < len(gen):
+                    dr, ref, a = d[0, len(prompt) + n - 2].tolist(), gen[n:n + K], 0
+                    while a < min(K, len(ref)) and dr[a] == ref[a]: a += 1
+                    acc.append(a); n += a + 1
+                res.append({'accepted': acc})
+            out[key] = acceptance_stats(res, K)['mean_acceptance_length']
     return out
 
 def environment() -> dict:
@@ -149,10 +189,12 @@ def main(argv=None):
     print(f'checkpoints built in {time.time() - t0:.0f} s', flush=True)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     env, earlier = environment(), {}
+    ref = reference_tau(emb, {c: ck[f'{c}/head'] for c in emb}) if emb else {}
     for f in a.merge: earlier.update(json.loads(Path(f).read_text())['runs'])
     def write(res):
         runs = {**earlier, **summarize(res)}
-        Path(a.out).write_text(json.dumps({'environment': env, 'wall_s': round(time.time() - t0), 'runs': runs}, indent=1) + '\n')
+        Path(a.out).write_text(json.dumps({'environment': env, 'wall_s': round(time.time() - t0), 'reference': ref, 'runs': runs},
+                                          indent=1) + '\n')
     todo = [s for s in specs(ck, emb, fams) if a.runs is None or any(r in s.name for r in a.runs)]
     res = run_all(todo, work / 'logs', a.parallel, on_result=write)
     write(res)

@@ -44,11 +44,19 @@ def test_greedy_tokens_identical_to_plain(matrix):
     assert {n: r['differences'] for n, r in mtp_runs(matrix).items() if r.get('wrong_tokens')} == {}
 
 def test_acceptance_as_on_cpu(matrix):
-    cpu = json.loads(CPU.read_text())['runs']
+    """τ within 5 % of vLLM CPU's for the same run. Where vLLM CPU's BF16 draft is itself more than 5 % from mtp_lit's
+    plain-torch reference on the same prompts (the MoE checkpoint: vLLM CPU's MoE path drafts it worse than its weights
+    do), the reference stands in: its truncated-head figure for the head run, the CPU run scaled by reference / BF16 else."""
+    rec = json.loads(CPU.read_text())
+    cpu, ref = rec['runs'], rec['reference']
     far = {}
     for n, r in mtp_runs(matrix).items():
         if n not in cpu or 'acceptance' not in cpu[n]: continue
+        ck, run = n.split('/')[0], n.split('/')[-1]
         g, c = r['acceptance']['mean_acceptance_length'], cpu[n]['acceptance']['mean_acceptance_length']
+        base = cpu[f'{ck}/bf16']['acceptance']['mean_acceptance_length']
+        if ck in ref and abs(base - ref[ck]) > 0.05 * ref[ck]:
+            c = ref[f'{ck}/head'] if run == 'fp8-head' else c * ref[ck] / base
         if abs(g - c) > 0.05 * c: far[n] = (round(g, 3), round(c, 3))
     assert far == {}
 

@@ -30,6 +30,7 @@ nbtest:
 
 pytest:
 	$(BIN)/python -m pytest -ra tests
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || echo "NOTE: the docs-site tests (tests/test_site.py) were skipped: chromium is not installed (apt-get install chromium npm; tools/setup-env does it as root)"
 
 ## On a machine with a CUDA GPU: the serving matrix in real vLLM with its GPU defaults (tests/gpu), results to nbs/results/serve_gpu.json.
 test-gpu: env

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from .fp8 import quantize_fp8, fp8_scale_shape, SCHEMES, SCALE_FMTS
+from .options import read_config
 from .ckpt_io import (DTYPE_BYTES, TensorOut, atomic_dir, link_or_copy, raw_chunks, read_safetensors_header, run_cli,
                              st_order, tensor_bytes, write_safetensors)
 
@@ -348,7 +349,7 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
         raise ValueError("scale_fmt='ue8m0' needs scheme='block' (UE8M0 scales are block scales, as mtp_quant_scale_fmt is read by mtp_lit.options)")
     block = tuple(block)
     tensors, shards = checkpoint_tensors(src)
-    cfg = json.loads((src / 'config.json').read_text())
+    cfg = read_config(src)
     if _text_config(cfg).get('mtp_quant_algo') == 'FP8' or cfg.get('mtp_quant_algo') == 'FP8':
         raise ValueError(f"{src / 'config.json'}: mtp_quant_algo is already 'FP8' (this is a converted checkpoint)")
     readers = _Readers()
@@ -486,7 +487,7 @@ def fuse_experts(src, dst, to: str = 'fused', overwrite: bool = False, progress:
     if to not in ('fused', 'split'): raise ValueError(f"to must be 'fused' or 'split', got {to!r}")
     src, dst = Path(src), Path(dst)
     tensors, shards = checkpoint_tensors(src)
-    cfg = json.loads((src / 'config.json').read_text())
+    cfg = read_config(src)
     add, drop = {}, set()               # shard -> [TensorOut], names removed
     if to == 'fused':
         groups = _split_groups(tensors, cfg)

@@ -124,18 +124,34 @@ def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
             'bf16': 2 * lin + small + 2 * V * H, 'fp8': lin + small + 2 * V * H, 'fp8_truncated_head': lin + small + K * H}
 
 # %% ../nbs/03_inspect.ipynb #0449c4a5
+def _plugin_view(p) -> dict:
+    "What the plugin makes of the draft of checkpoint `p` with no environment variable set: {'plan', 'options'} or {'error'}."
+    from mtp_lit.options import checkpoint_options, draft_quant_plan
+    try:
+        opts, mq, _ = checkpoint_options(p, env={})
+        return {'plan': draft_quant_plan(opts, mq).mode, 'options': opts.describe()}
+    except ValueError as e: return {'error': str(e)}
+
 def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
     """Describe the MTP draft of the checkpoint directory `path` from `config.json`, its quant config and the safetensors headers
     (no tensor data read). Returns a JSON-serialisable dict (see `format_report`). Raises `FileNotFoundError` / `ValueError`
-    naming the file or field that is missing or malformed, `ValueError` for a config of no known MTP family."""
+    naming the file or field that is missing or malformed, `ValueError` for a config of no known MTP family. A directory with
+    `config.json` but no safetensors yet (a checkpoint not downloaded) is described from the config alone (`config_only`):
+    the draft's tensors are the ones the config implies, and dtypes and gaps are not checked. `mtp_lit` is what the plugin
+    will make of the draft with no environment variable set: the quantisation plan and options, or the error it will raise."""
     t0 = time.perf_counter(); p = Path(path)
     config = _read_json(p / 'config.json')
     lay = draft_layout(config); fam = lay.family; tc = lay.config
     qc, qsrc = read_quant_config(p, config)
-    tensors, stats = checkpoint_tensors(p)
+    try: tensors, stats = checkpoint_tensors(p)
+    except FileNotFoundError:
+        if list(p.glob('*.safetensors')) or (p / 'model.safetensors.index.json').exists(): raise
+        tensors = {**_target_tensors(config), **{w['name']: (tuple(w['shape']), w['dtype']) for w in synth_mtp_weights(lay)}}
+        stats = {'files': 0, 'tensors': 0, 'header_bytes': 0, 'data_bytes': 0}
+    config_only = stats['files'] == 0
     infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if is_draft_tensor(n, lay)]
     qs = quant_scheme(qc); qr = remap_exclusions(qc, lay)
-    gaps = find_gaps(lay, qc, tensors); fixed = apply_gap_fixes(qr, gaps)
+    gaps = [] if config_only else find_gaps(lay, qc, tensors); fixed = apply_gap_fixes(qr, gaps)
     mods = []
     for m in draft_modules(lay):
         ws = [t for t in infos if t.vllm_module == m.vllm and not t.is_scale and t.role not in ('norm', 'embed')]
@@ -149,7 +165,7 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
     tied = bool(tc.get('tie_word_embeddings', False))
     head = 'lm_head.weight' if 'lm_head.weight' in tensors else next((n for n in tensors if n.endswith('embed_tokens.weight') and not is_draft_tensor(n, lay)), None)
     return {
-        'path': str(p), 'family': fam.name, 'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file,
+        'path': str(p), 'config_only': config_only, 'mtp_lit': _plugin_view(p), 'family': fam.name, 'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file,
         'num_hidden_layers': lay.num_hidden_layers, 'mtp_layers': lay.num_mtp_layers,
         'mtp_count_key': next((k for k in fam.count_keys if tc.get(k) is not None), f'default {fam.count_default}'),
         'layers': layers, 'draft_globals': sorted({t.module for t in infos if t.mtp_index is None}),
@@ -168,8 +184,12 @@ def _mb(b): return f'{b / 1e6:,.1f} MB' if b < 1e9 else f'{b / 1e9:,.2f} GB'
 def format_report(r: dict) -> str:
     "The human-readable report of an `inspect_checkpoint` result."
     rd, out = r['read'], []
-    out.append(f"checkpoint   {r['path']}  ({rd['files']} safetensors files, {rd['tensors']:,} tensors, {_mb(rd['data_bytes'])} of data; "
-               f"read {rd['header_bytes']:,} header bytes in {rd['seconds'] * 1e3:.0f} ms)")
+    if r['config_only']:
+        out.append(f"checkpoint   {r['path']}  (config.json only, no safetensors yet: the draft as the config describes it; "
+                   "tensors, dtypes and gaps are checked once the weights are there)")
+    else:
+        out.append(f"checkpoint   {r['path']}  ({rd['files']} safetensors files, {rd['tensors']:,} tensors, {_mb(rd['data_bytes'])} of data; "
+                   f"read {rd['header_bytes']:,} header bytes in {rd['seconds'] * 1e3:.0f} ms)")
     out.append(f"family       {r['family']}  ->  vLLM {r['vllm_draft']} ({r['vllm_registry_key']}, {r['vllm_file']})")
     out.append(f"MTP layers   {r['mtp_layers']} ({r['mtp_count_key']}), after N = {r['num_hidden_layers']} target layers; {r['draft_tensors']} draft tensors")
     for l in r['layers']:
@@ -177,8 +197,11 @@ def format_report(r: dict) -> str:
     if r['draft_globals']: out.append(f"  outside    {', '.join(r['draft_globals'])}")
     el = ', '.join(f"layer {k}: {v or 'none (dense MLP)'}" for k, v in r['expert_layout'].items())
     out.append(f"experts      {el}" + (f"  ({r['num_experts']} routed experts)" if r['num_experts'] else ''))
-    out.append(f"dtypes       {', '.join(f'{k} {v}' for k, v in r['dtypes'].items()) or '-'}")
+    out.append('dtypes       ' + ('not known without the weights' if r['config_only'] else ', '.join(f'{k} {v}' for k, v in r['dtypes'].items()) or '-'))
     out.append(f"head         {r['head']}" + ('  (tie_word_embeddings: no lm_head, the head is the embedding)' if r['tie_word_embeddings'] else ''))
+    v = r['mtp_lit']
+    out.append('mtp_lit      ' + (f"error: {v['error']} (the plugin refuses to build this draft)" if 'error' in v else
+                                  f"plan {v['plan']}; options: {v['options']}"))
     q = r['quant']
     out.append('quant        ' + ('none (unquantized checkpoint)' if q is None else f"{q['method']} {q['describe']}, from {q['source']}" + (f"; KV cache {q['kv_cache']}" if q['kv_cache'] else '')))
     out.append('draft modules (vLLM quant prefix: stored -> under the quant config, remapped [-> after mtp_lit fixes])')
@@ -186,7 +209,7 @@ def format_report(r: dict) -> str:
     for m in r['modules']:
         after = '' if m['quant_fixed'] == m['quant'] else f"  -> {m['quant_fixed'] or 'unquantized'} ({m['why_fixed']})"
         out.append(f"  {m['module']:<{w}}  {'/'.join(m['stored']) or '-':>7}  {m['quant'] or 'unquantized'}: {m['why']}{after}")
-    out.append(f"gaps         {len(r['gaps']) or 'none'}")
+    out.append(f"gaps         {'not checked (no weights)' if r['config_only'] else len(r['gaps']) or 'none'}")
     for g in r['gaps']: out.append(f"  [{g['kind']}] {g['tensor']}: {g['detail']}\n      fix: {g['fix']}")
     b = r['bytes_per_draft_step']
     out.append(f"bytes per draft step (batch 1, one MTP layer" + (f", {b['experts_read']} experts" if b['experts_read'] else '') + f"; V={b['vocab']:,}, H={b['hidden']:,})")

@@ -18,7 +18,8 @@ FP8_SCHEMES = ('per-tensor', 'per-channel', 'block')
 
 @dataclass(frozen=True)
 class MtpLitOptions:
-    "mtp_lit's serving options; `sources` maps each option that was set to where it came from (`env MTP_FP8`, `config.json`)."
+    """mtp_lit's serving options; `sources` maps each option that was set to where it came from (`config.json`,
+    `--hf-overrides mtp_lit.fp8`, `speculative_config.quantization`, `env MTP_FP8`)."""
     fp8: bool = False              # run the draft stack (MTP fc + MTP decoder layer linears) in FP8 e4m3
     fp8_scheme: str = 'per-tensor' # weight scale layout for online FP8: per-tensor | per-channel | block (128x128)
     fp8_head: bool = True          # with fp8, also FP8 the draft's own (truncated) head
@@ -29,7 +30,7 @@ class MtpLitOptions:
 
     @property
     def any_set(self) -> bool:
-        "True when an option was set anywhere (env or checkpoint): only then does mtp_lit change vLLM."
+        "True when an option was set anywhere (checkpoint, overrides, vLLM's switch, env): only then does mtp_lit change vLLM."
         return bool(self.sources)
 
     def describe(self) -> str:
@@ -64,22 +65,37 @@ def _parse(name, value, origin):
     return s
 
 # %% ../nbs/01_options.ipynb #a04e8a72
-def parse_options(section: dict | None = None, env=None) -> MtpLitOptions:
-    """Options from a checkpoint's `mtp_lit` section (`config.json`) overridden by environment variables.
+def parse_options(section: dict | None = None, env=None, overrides: dict | None = None, vllm_fp8: bool = False) -> MtpLitOptions:
+    """Options from a checkpoint's `mtp_lit` section (`config.json`), then vLLM's `--hf-overrides` `mtp_lit` dict, then
+    `speculative_config.quantization='fp8'` (`vllm_fp8`), then environment variables; a later source wins.
 
-    `section`: the `mtp_lit` dict of config.json (or None); `env`: a mapping like `os.environ` (default: `os.environ`).
-    Raises `ValueError` naming the key (`config.json mtp_lit.<key>`) or variable (`MTP_...`) for an unknown key or a bad value.
+    `section`, `overrides`: `mtp_lit` dicts (or None); `env`: a mapping like `os.environ` (default: `os.environ`).
+    Raises `ValueError` naming the key (`config.json mtp_lit.<key>`, `--hf-overrides mtp_lit.<key>`) or variable (`MTP_...`)
+    for an unknown key or a bad value, and naming both switches when `vllm_fp8` meets an explicit fp8 off.
     Env names follow the downstream Qwen3.5 MTP patch (`MTP_FP8`, `MTP_DRAFT_WINDOW`, `MTP_DRAFT_VOCAB`)."""
     env = os.environ if env is None else env
-    section = dict(section or {})
     vals, sources = {}, {}
-    unknown = set(section) - set(ENV_VARS) - _RECORD_KEYS
-    if unknown: raise ValueError(f"config.json mtp_lit: unknown key(s) {sorted(unknown)}; allowed: {sorted(ENV_VARS)} (and records {sorted(_RECORD_KEYS)})")
+    for sec, where in ((section, 'config.json mtp_lit'), (overrides, '--hf-overrides mtp_lit')):
+        if sec is None: continue
+        if not isinstance(sec, dict): raise ValueError(f"{where}: expected an object, got {sec!r}")
+        unknown = set(sec) - set(ENV_VARS) - _RECORD_KEYS
+        if unknown: raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(ENV_VARS)} (and records {sorted(_RECORD_KEYS)})")
+        for name in ENV_VARS:
+            if name in sec:
+                vals[name] = _parse(name, sec[name], f"{where}.{name}")
+                sources[name] = 'config.json' if sec is section else f"{where}.{name}"
+    if vllm_fp8:
+        if sources.get('fp8', 'config.json') != 'config.json' and not vals['fp8']:
+            raise ValueError(f"speculative_config.quantization='fp8' asks for the FP8 draft, but {sources['fp8']} turns it off; "
+                             "set one of the two")
+        vals['fp8'], sources['fp8'] = True, "speculative_config.quantization='fp8'"
     for name, var in ENV_VARS.items():
-        if name in section:
-            vals[name] = _parse(name, section[name], f"config.json mtp_lit.{name}"); sources[name] = 'config.json'
-        if env.get(var, '') != '':
-            vals[name] = _parse(name, env[var], var); sources[name] = f"env {var}"
+        if env.get(var, '') == '': continue
+        v = _parse(name, env[var], var)
+        if name == 'fp8' and vllm_fp8 and not v:
+            raise ValueError(f"speculative_config.quantization='fp8' asks for the FP8 draft, but {var}={env[var]} turns it off; "
+                             "set one of the two")
+        vals[name], sources[name] = v, f"env {var}"
     if vals.get('draft_window_sinks') and not vals.get('draft_window'):
         raise ValueError(f"{ENV_VARS['draft_window_sinks']}/draft_window_sinks={vals['draft_window_sinks']} needs a draft window "
                          f"({ENV_VARS['draft_window']} > 0)")
@@ -176,9 +192,10 @@ def read_config(model: str | os.PathLike) -> dict:
     try: return json.loads(path.read_text())
     except json.JSONDecodeError as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
 
-def checkpoint_options(model, env=None) -> tuple[MtpLitOptions, MtpQuant, dict]:
-    "`(options, mtp_quant, config)` for a served `model`: its config.json's `mtp_lit` section and `mtp_quant_algo`, env applied."
+def checkpoint_options(model, env=None, overrides: dict | None = None, vllm_fp8: bool = False) -> tuple[MtpLitOptions, MtpQuant, dict]:
+    """`(options, mtp_quant, config)` for a served `model`: its config.json's `mtp_lit` section and `mtp_quant_algo`, then
+    `overrides` (the `mtp_lit` dict of vLLM's `--hf-overrides`), `vllm_fp8` (`speculative_config.quantization='fp8'`) and env."""
     cfg = read_config(model)
     section = cfg.get('mtp_lit') or (cfg.get('text_config') or {}).get('mtp_lit')
     if section is not None and not isinstance(section, dict): raise ValueError(f"config.json mtp_lit: expected an object, got {section!r}")
-    return parse_options(section, env), parse_mtp_quant(cfg), cfg
+    return parse_options(section, env, overrides, vllm_fp8), parse_mtp_quant(cfg), cfg

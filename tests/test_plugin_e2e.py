@@ -49,6 +49,18 @@ def test_vllm_unchanged_without_options(runs, tmp_path):
     assert off['acceptance'] == runs['mtp-bf16']['acceptance']
     assert off['draft']['param_dtypes'] == runs['mtp-bf16']['draft']['param_dtypes']
 
+def test_vllm_native_switches(runs, tmp_path):
+    "vLLM's own switches: speculative_config.quantization='fp8' turns the FP8 draft on, --hf-overrides mtp_lit sets the rest."
+    sc = {'method': 'mtp', 'num_speculative_tokens': 3, 'quantization': 'fp8'}
+    r = run_in_subprocess(RunSpec('native', CKPT, 3, {}, PROMPTS, 32, engine_args={
+        'speculative_config': sc, 'hf_overrides': {'mtp_lit': {'fp8_scheme': 'per-channel', 'draft_window': 16}}}), log_dir=tmp_path, quiet=True)
+    dt = r['draft']['param_dtypes']
+    assert dt['model.layers.0.self_attn.qkv_proj.weight'] == 'float8_e4m3fn' and dt['model.fc.weight'] == 'float8_e4m3fn'
+    assert set(r['draft']['attention_windows'].values()) == {16}
+    assert r['tokens'] == runs['plain']['tokens']
+    log = Path(r['log']).read_text()
+    assert "FP8 draft stack (per-channel" in log and 'draft window 16 tokens' in log
+
 def test_bad_option_value_names_the_option(tmp_path):
     with pytest.raises(RuntimeError) as e:
         run_in_subprocess(RunSpec('bad-option', CKPT, 3, {'MTP_FP8': '2'}, PROMPTS[:1], 4), log_dir=tmp_path, quiet=True)

@@ -17,7 +17,9 @@ def supported_range() -> str:
     except metadata.PackageNotFoundError: return ''
     for r in reqs:
         m = re.match(r'vllm\s*([^;]*);\s*extra\s*==\s*"vllm"', r)
-        if m: return m[1].strip()
+        if m:   # lower bound first, as settings.ini writes it (the metadata sorts '<' before '>=')
+            from packaging.specifiers import SpecifierSet
+            return ','.join(str(s) for s in sorted(SpecifierSet(m[1]), key=lambda s: s.operator.startswith('<')))
     return ''
 
 def vllm_supported(version: str, spec: str | None = None) -> bool:

@@ -15,7 +15,7 @@ from mtp_lit.demo import run_in_subprocess, RunSpec, demo_prompts
 pytestmark = pytest.mark.vllm
 PROMPTS = demo_prompts(2)
 N = 24
-INSPECT = {'worker_extension_cls': 'mtp_lit.plugin.Fp8DraftInspector'}
+INSPECT = {'worker_extension_cls': 'mtp_lit.demo.DraftInspector'}
 DRAFT_CLASS = {'qwen3_5': 'Qwen3_5MTP', 'qwen3_5_moe': 'Qwen3_5MoeMTP', 'qwen3_next': 'Qwen3NextMTP', 'deepseek_v3': 'DeepSeekMTP',
                'glm4_moe': 'Glm4MoeMTP', 'glm4_moe_lite': 'Glm4MoeLiteMTP', 'mimo': 'MiMoMTP'}
 KEPT_BF16 = {f: {'self_attn.kv_b_proj.weight'} for f in ('deepseek_v3', 'glm4_moe_lite')}   # MLA's kv_b_proj is absorbed into attention
@@ -52,7 +52,7 @@ def test_family_fp8_draft(family, tmp_path):
     if family in MOE:                                                # routed experts in FP8
         assert sorted(t for n, t in dts.items() if n.endswith(('w13_weight', 'w2_weight'))) == ['float8_e4m3fn'] * 2
         assert all(dts[n + '_scale'] == 'float32' for n in dts if n.endswith(('w13_weight', 'w2_weight')))
-    assert set(d['fp8_param_digests']) == {n for n, t in linears.items() if t == 'float8_e4m3fn'}
+    assert set(d['fp8_digests']) == {n for n, t in linears.items() if t == 'float8_e4m3fn'}
     assert r['tokens'] == expected()                                 # = plain greedy (clear winning logits)
     assert r['acceptance']['drafts'] > 0 and r['acceptance']['acceptance_rate'] > 0.95, r['acceptance']
 

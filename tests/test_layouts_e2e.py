@@ -23,7 +23,7 @@ from mtp_lit.convert import quantize, fuse_experts
 from mtp_lit.fp8 import ue8m0_encode
 
 pytestmark = pytest.mark.vllm
-INSPECT = {'worker_extension_cls': 'mtp_lit.plugin.Fp8DraftInspector'}
+INSPECT = {'worker_extension_cls': 'mtp_lit.demo.DraftInspector'}
 MOE = checkpoint_path('qwen3_5_moe-tiny')
 PROMPTS = demo_prompts(4)
 
@@ -80,7 +80,7 @@ def test_experts_and_linears_in_fp8(runs):
     assert 'float8_e4m3fn' not in runs['bf16']['draft']['param_dtypes'].values()
 
 def test_online_fp8_is_bit_identical_to_the_converter(runs):
-    dg = {name: r['draft']['fp8_param_digests'] for name, r in runs.items() if r['k'] and name != 'bf16'}
+    dg = {name: r['draft']['fp8_digests'] for name, r in runs.items() if r['k'] and name != 'bf16'}
     assert len(dg['online-pt-split']) == 7
     assert dg['online-pt-split'] == dg['ser-pt-split']
     assert dg['online-pt-fused'] == dg['ser-pt-fused']

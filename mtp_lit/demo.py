@@ -178,15 +178,14 @@ def run_in_subprocess(spec: RunSpec, log_dir=None, quiet=False, timeout=900) -> 
     res = json.loads(out.read_text()); res['log'] = str(log); res['total_s'] = time.time() - t0
     return res
 
-_CAUSE = re.compile(r'(?:^|\] |\) )((?:\w+\.)*\w*(?:Error|Exception): .+)$')
+_CAUSE = re.compile(r'(?:^|\]:? |\) )((?:\w+\.)*\w*(?:Error|Exception|Unsupported|Failed)(?:: .+)?)$')
+_WRAPPERS = ('Engine core initialization failed', 'Worker failed with error', 'EngineCore encountered', 'EngineDeadError')
 
 def root_cause(log: str) -> str:
-    "The first exception line of an engine log that is not vLLM's wrapper ('Engine core initialization failed', 'Worker failed')."
-    for line in log.splitlines():
-        m = _CAUSE.search(line.strip())
-        if m and not any(w in m[1] for w in ('Engine core initialization failed', 'Worker failed with error', 'EngineCore encountered')):
-            return m[1]
-    return 'no exception line in the log'
+    """The last exception line of an engine log that is not one of vLLM's wrappers ('Engine core initialization failed',
+    'Worker failed with error', ...): the error that stopped the engine."""
+    hits = [m[1] for m in map(_CAUSE.search, (l.strip() for l in log.splitlines())) if m and not any(w in m[1] for w in _WRAPPERS)]
+    return hits[-1] if hits else 'no exception line in the log'
 
 def _has_cuda() -> bool:
     try:

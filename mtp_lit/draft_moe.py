@@ -134,9 +134,9 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
             raise ValueError(f"{prefix}: FP8 draft experts: activation {moe.activation} is not supported (SiLU, GELU)")
         from mtp_lit.vllm_compat import moe_routing_ok
         if not moe_routing_ok():
-            raise ValueError(f"{prefix}: FP8 draft experts need vLLM's expert-routing kernel (torch.ops._moe_C.topk_softmax), which "
-                             "this vLLM CPU build lacks (vLLM CPU 0.26); serve this MoE draft in FP8 on vLLM CPU >= 0.27 or on a GPU, "
-                             "or unset MTP_FP8")
+            raise ValueError(f"{prefix}: FP8 draft experts need vLLM's expert routing for plugin MoE methods (a CPU router, or "
+                             "torch.ops._moe_C.topk_softmax), which this vLLM CPU build lacks; serve this MoE draft in FP8 on a newer "
+                             "vLLM CPU (0.27+) or on a GPU, or turn the FP8 draft off")
         self.plan, self.prefix = plan, prefix
         self.scheme = plan.scheme or 'per-tensor'
         self.block = tuple(plan.block_size) if self.scheme == 'block' else None

@@ -124,11 +124,14 @@ def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
             'bf16': 2 * lin + small + 2 * V * H, 'fp8': lin + small + 2 * V * H, 'fp8_truncated_head': lin + small + K * H}
 
 # %% ../nbs/03_inspect.ipynb #0449c4a5
-def _plugin_view(p) -> dict:
-    "What the plugin makes of the draft of checkpoint `p` with no environment variable set: {'plan', 'options'} or {'error'}."
+def _plugin_view(p, registry_key: str) -> dict:
+    """What the plugin makes of the draft of checkpoint `p` with no environment variable set: {'plan', 'options'}, or
+    {'error'} with the error it raises when it builds the draft (options, `mtp_quant_algo`, what the family cannot do)."""
     from mtp_lit.options import checkpoint_options, draft_quant_plan
+    from mtp_lit.plugin import DRAFTS, check_options
     try:
-        opts, mq, _ = checkpoint_options(p, env={})
+        opts, mq, cfg = checkpoint_options(p, env={})
+        if registry_key in DRAFTS: check_options(registry_key, opts, opts.draft_vocab and 'draft_vocab_size' in (cfg.get('mtp_lit') or {}))
         return {'plan': draft_quant_plan(opts, mq).mode, 'options': opts.describe()}
     except ValueError as e: return {'error': str(e)}
 
@@ -157,7 +160,7 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
         ws = [t for t in infos if t.vllm_module == m.vllm and not t.is_scale and t.role not in ('norm', 'embed')]
         a0, w0 = module_quant(m, qr, lay); a1, w1 = module_quant(m, fixed, lay)
         mods.append({'module': m.vllm, 'kind': m.kind, 'role': m.role, 'checkpoint': sorted({t.module for t in ws})[:3] or list(m.shards[:1]),
-                     'stored': sorted({t.dtype for t in ws}), 'quant': a0, 'why': w0, 'quant_fixed': a1, 'why_fixed': w1})
+                     'stored': ['?'] if config_only else sorted({t.dtype for t in ws}), 'quant': a0, 'why': w0, 'quant_fixed': a1, 'why_fixed': w1})
     layers = []
     for i in range(lay.num_mtp_layers):
         layers.append({'index': i, 'checkpoint': lay.ckpt_prefix(i), 'tensors': sum(t.mtp_index == i for t in infos),
@@ -165,7 +168,7 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
     tied = bool(tc.get('tie_word_embeddings', False))
     head = 'lm_head.weight' if 'lm_head.weight' in tensors else next((n for n in tensors if n.endswith('embed_tokens.weight') and not is_draft_tensor(n, lay)), None)
     return {
-        'path': str(p), 'config_only': config_only, 'mtp_lit': _plugin_view(p), 'family': fam.name, 'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file,
+        'path': str(p), 'config_only': config_only, 'mtp_lit': _plugin_view(p, fam.registry_key), 'family': fam.name, 'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file,
         'num_hidden_layers': lay.num_hidden_layers, 'mtp_layers': lay.num_mtp_layers,
         'mtp_count_key': next((k for k in fam.count_keys if tc.get(k) is not None), f'default {fam.count_default}'),
         'layers': layers, 'draft_globals': sorted({t.module for t in infos if t.mtp_index is None}),

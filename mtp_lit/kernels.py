@@ -183,6 +183,7 @@ def triton_unavailable(device) -> str | None:
     if os.environ.get('TRITON_INTERPRET') == '1': return None
     d = torch.device(device)
     if d.type != 'cuda': return f"a {d.type} device"
+    if torch.version.hip is not None: return "ROCm (the kernels use NVIDIA's e4m3fn conversions)"
     cap = torch.cuda.get_device_capability(d)
     if cap < (8, 9): return f"compute capability {cap[0]}.{cap[1]} (the kernels need 8.9+)"
     if importlib.util.find_spec('triton') is None: return "triton is not installed"

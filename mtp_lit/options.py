@@ -83,19 +83,15 @@ def parse_options(section: dict | None = None, env=None, overrides: dict | None 
         for name in ENV_VARS:
             if name in sec:
                 vals[name] = _parse(name, sec[name], f"{where}.{name}")
-                sources[name] = 'config.json' if sec is section else f"{where}.{name}"
-    if vllm_fp8:
+                sources[name] = 'config.json' if where.startswith('config.json') else f"{where}.{name}"
+    for name, var in ENV_VARS.items():
+        if env.get(var, '') != '': vals[name], sources[name] = _parse(name, env[var], var), f"env {var}"
+    if vllm_fp8:   # vLLM's switch against the user's explicit fp8 (the checkpoint's own section is only a default)
         if sources.get('fp8', 'config.json') != 'config.json' and not vals['fp8']:
             raise ValueError(f"speculative_config.quantization='fp8' asks for the FP8 draft, but {sources['fp8']} turns it off; "
-                             "set one of the two")
-        vals['fp8'], sources['fp8'] = True, "speculative_config.quantization='fp8'"
-    for name, var in ENV_VARS.items():
-        if env.get(var, '') == '': continue
-        v = _parse(name, env[var], var)
-        if name == 'fp8' and vllm_fp8 and not v:
-            raise ValueError(f"speculative_config.quantization='fp8' asks for the FP8 draft, but {var}={env[var]} turns it off; "
-                             "set one of the two")
-        vals[name], sources[name] = v, f"env {var}"
+                             f"remove one: the quantization field of --speculative-config, or {sources['fp8']}")
+        if not vals.get('fp8') or sources.get('fp8') == 'config.json':
+            vals['fp8'], sources['fp8'] = True, "speculative_config.quantization='fp8'"
     if vals.get('draft_window_sinks') and not vals.get('draft_window'):
         raise ValueError(f"{ENV_VARS['draft_window_sinks']}/draft_window_sinks={vals['draft_window_sinks']} needs a draft window "
                          f"({ENV_VARS['draft_window']} > 0)")
@@ -197,5 +193,4 @@ def checkpoint_options(model, env=None, overrides: dict | None = None, vllm_fp8:
     `overrides` (the `mtp_lit` dict of vLLM's `--hf-overrides`), `vllm_fp8` (`speculative_config.quantization='fp8'`) and env."""
     cfg = read_config(model)
     section = cfg.get('mtp_lit') or (cfg.get('text_config') or {}).get('mtp_lit')
-    if section is not None and not isinstance(section, dict): raise ValueError(f"config.json mtp_lit: expected an object, got {section!r}")
     return parse_options(section, env, overrides, vllm_fp8), parse_mtp_quant(cfg), cfg

@@ -91,6 +91,8 @@ def moe_routing_ok() -> bool:
     import torch
     from vllm.platforms import current_platform
     if not current_platform.is_cpu(): return True
-    if importlib.util.find_spec('vllm.model_executor.layers.fused_moe.router.cpu_router'): return True
+    try:
+        if importlib.util.find_spec('vllm.model_executor.layers.fused_moe.router.cpu_router'): return True
+    except ModuleNotFoundError: pass   # no router package at all
     current_platform.import_kernels()
     return hasattr(torch.ops._moe_C, 'topk_softmax')

@@ -48,9 +48,8 @@ def build_checkpoints(work: Path, embedded=EMBEDDED, families=tf.FAMILIES) -> di
 
 def specs(ckpts: dict, embedded=EMBEDDED, families=tf.FAMILIES) -> list:
     "The matrix as `RunSpec`s, named 'checkpoint/run'."
-    inspect = {'worker_extension_cls': 'mtp_lit.demo.DraftInspector'}
     P, PF = demo_prompts(N_PROMPTS), demo_prompts(2)
-    def spec(name, ck, k, env, prompts=P, n=N_TOKENS): return RunSpec(name, str(ckpts[ck]), k, env, prompts, n, 1024, engine_args=inspect)
+    def spec(name, ck, k, env, prompts=P, n=N_TOKENS): return RunSpec(name, str(ckpts[ck]), k, env, prompts, n, 1024)
     out = []
     for ck in embedded:
         out += [spec(f'{ck}/plain', ck, 0, {}), spec(f'{ck}/bf16', ck, K, {})]

@@ -179,7 +179,8 @@ def run_in_subprocess(spec: RunSpec, log_dir=None, quiet=False, timeout=900) -> 
     return res
 
 _CAUSE = re.compile(r'(?:^|\]:? |\) )((?:\w+\.)*\w*(?:Error|Exception|Unsupported|Failed)(?:: .+)?)$')
-_WRAPPERS = ('Engine core initialization failed', 'Worker failed with error', 'EngineCore encountered', 'EngineDeadError')
+_WRAPPERS = ('Engine core initialization failed', 'Worker failed with error', 'EngineCore encountered', 'EngineDeadError',
+             'WorkerProc initialization failed', 'root cause')   # vLLM's re-raises that point at the real error
 
 def root_cause(log: str) -> str:
     """The last exception line of an engine log that is not one of vLLM's wrappers ('Engine core initialization failed',

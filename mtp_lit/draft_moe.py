@@ -16,7 +16,7 @@ from .options import DraftQuantPlan
 from .fp8 import quantize_fp8
 from typing import Optional
 from .draft_linear import _SENTINEL
-from .kernels import fp8_linear, moe_linear, triton_ok
+from .kernels import fp8_linear, moe_linear, opaque_op, triton_ok
 
 # %% ../nbs/07a_draft_moe.ipynb #6750e592
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
@@ -99,7 +99,7 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
         else: out.index_add_(0, tok, y)
     return out.to(x.dtype)
 
-@torch.library.custom_op('mtp_lit::fp8_moe', mutates_args=())
+@opaque_op('mtp_lit::fp8_moe')
 def fp8_moe_op(x: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor,
                topk_weights: torch.Tensor, topk_ids: torch.Tensor, block_n: int = 0, block_k: int = 0,
                activation: str = 'silu', expert_map: Optional[torch.Tensor] = None,

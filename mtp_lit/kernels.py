@@ -6,8 +6,8 @@
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'scale_mode', 'dequantize', 'quantize_act_groups', 'reference_linear',
            'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'tuned_table', 'select_config',
            'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax',
-           'moe_linear', 'fp8_linear_op', 'fp8_linear_argmax_op', 'time_graph', 'candidate_configs', 'precompile',
-           'tune_fp8_linear']
+           'moe_linear', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op', 'time_graph', 'candidate_configs',
+           'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -436,7 +436,12 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
 # %% ../nbs/13_kernels.ipynb #43dd70f1
 from typing import Optional
 
-@torch.library.custom_op('mtp_lit::fp8_linear', mutates_args=())
+def opaque_op(name: str # the op's name, `namespace::op`
+             ):
+    "`torch.library.custom_op(name, mutates_args=())`, keeping the function's name, signature and docstring for `help` and the docs."
+    return lambda fn: functools.wraps(fn)(torch.library.custom_op(name, mutates_args=())(fn))
+
+@opaque_op('mtp_lit::fp8_linear')
 def fp8_linear_op(x: torch.Tensor, qweight: torch.Tensor, scale: Optional[torch.Tensor] = None,
                   bias: Optional[torch.Tensor] = None, block_n: int = 128, block_k: int = 128) -> torch.Tensor:
     "`fp8_linear(x, qweight, scale, bias, block_size=(block_n, block_k))` as one opaque op, `torch.ops.mtp_lit.fp8_linear`."
@@ -445,7 +450,7 @@ def fp8_linear_op(x: torch.Tensor, qweight: torch.Tensor, scale: Optional[torch.
 @fp8_linear_op.register_fake
 def _(x, qweight, scale=None, bias=None, block_n=128, block_k=128): return x.new_empty(*x.shape[:-1], qweight.shape[0])
 
-@torch.library.custom_op('mtp_lit::fp8_linear_argmax', mutates_args=())
+@opaque_op('mtp_lit::fp8_linear_argmax')
 def fp8_linear_argmax_op(x: torch.Tensor, qweight: torch.Tensor, scale: Optional[torch.Tensor] = None) -> torch.Tensor:
     "`fp8_linear_argmax(x, qweight, scale)` as one opaque op, `torch.ops.mtp_lit.fp8_linear_argmax`."
     return fp8_linear_argmax(x, qweight, scale)

@@ -19,12 +19,12 @@ from .ckpt_io import (DTYPE_BYTES, TensorOut, atomic_dir, link_or_copy, raw_chun
                              st_order, tensor_bytes, write_safetensors)
 
 # %% ../nbs/08_convert.ipynb #5a46978c
-from .layouts import classify_tensor, draft_layout
+from .layouts import classify_tensor, draft_layout, text_config
 QUANT_ROLES = ('fc', 'attn', 'mlp', 'shared_expert', 'routed_expert_split', 'routed_expert_fused')
 KEEP_UNQUANTIZED = ('kv_b_proj',)
 
-def _text_config(cfg: dict) -> dict:
-    "The dict holding the language model's keys: `text_config` for Qwen3.5/3.6 multimodal configs, else the config itself."
+def _lm_holder(cfg: dict) -> dict:
+    "The dict to write the language model's keys into: `text_config` of a multimodal config (Qwen3.5/3.6), else `cfg`; reads use `text_config`."
     return cfg['text_config'] if isinstance(cfg.get('text_config'), dict) else cfg
 
 def mtp_linear_kind(name: str, shape) -> str | None:
@@ -317,7 +317,7 @@ def _quant_entries(readers: _Readers, st_file: Path, name: str, info: dict, sche
             TensorOut(fp8_scale_name(name, scheme), 'F32', sshape, 4 * math.prod(sshape), part('s')))
 
 def _set_mtp_config(cfg: dict, scheme: str, block, scale_fmt: str, converted_from: str) -> dict:
-    cfg = deepcopy(cfg); tgt = _text_config(cfg)
+    cfg = deepcopy(cfg); tgt = _lm_holder(cfg)
     for c in {id(cfg): cfg, id(tgt): tgt}.values():
         for k in ('mtp_quant_algo', 'mtp_quant_block_size', 'mtp_quant_scale_fmt'): c.pop(k, None)
     tgt['mtp_quant_algo'] = 'FP8'
@@ -350,7 +350,7 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     block = tuple(block)
     tensors, shards = checkpoint_tensors(src)
     cfg = read_config(src)
-    if _text_config(cfg).get('mtp_quant_algo') == 'FP8' or cfg.get('mtp_quant_algo') == 'FP8':
+    if text_config(cfg).get('mtp_quant_algo') == 'FP8' or cfg.get('mtp_quant_algo') == 'FP8':
         raise ValueError(f"{src / 'config.json'}: mtp_quant_algo is already 'FP8' (this is a converted checkpoint)")
     readers = _Readers()
     check_draft(src, tensors, cfg, readers)
@@ -366,7 +366,7 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     if not targets:
         raise ValueError(f"{src}: no BF16/FP16/FP32 MTP linear weights found under {lay.family.name}'s draft prefixes "
                          f"({', '.join(lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers))}; {len(already)} already FP8)")
-    qc = cfg.get('quantization_config') or _text_config(cfg).get('quantization_config')
+    qc = cfg.get('quantization_config') or text_config(cfg).get('quantization_config')
     if already:
         wbs = (qc or {}).get('weight_block_size')
         if scheme != 'block' or wbs is None or tuple(wbs) != block:
@@ -391,7 +391,7 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     modules = sorted(n[:-len('.weight')] if n.endswith('.weight') else n for n in list(targets) + already)
     new_cfg = _set_mtp_config(cfg, scheme, block, scale_fmt, src.absolute().name)
     notes = []
-    for holder in (new_cfg, _text_config(new_cfg)):
+    for holder in (new_cfg, _lm_holder(new_cfg)):
         if isinstance(holder.get('quantization_config'), dict):
             holder['quantization_config'], n = fix_exclusions(holder['quantization_config'], modules, list(prefixes), scheme, block, 'config.json quantization_config')
             notes += n
@@ -433,7 +433,7 @@ def check_draft(src, tensors: dict, cfg: dict, readers=None) -> None:
                          f"could not be served (supported: {', '.join(DRAFTS)})")
     where = lambda n: f"{src / tensors[n][0]}" if n in tensors else str(src)
     hdr = {n: (info['shape'], info['dtype']) for n, (fn, info) in tensors.items()}
-    qc = cfg.get('quantization_config') or _text_config(cfg).get('quantization_config') or None
+    qc = cfg.get('quantization_config') or text_config(cfg).get('quantization_config') or None
     bad = [g for g in find_gaps(lay, qc, hdr) if g.kind in BROKEN_GAPS]
     if bad:
         g = bad[0]

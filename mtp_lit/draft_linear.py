@@ -16,7 +16,7 @@ from vllm.model_executor.parameter import (ModelWeightParameter, PerTensorScaleP
                                            BlockQuantScaleParameter)
 from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
-from .fp8 import quantize_fp8
+from .fp8 import SCALE_SENTINEL, quantize_fp8
 from .kernels import fp8_linear_op, fp8_linear_argmax_op
 
 # %% ../nbs/07_draft_linear.ipynb #86539fcc
@@ -40,7 +40,6 @@ def quantize_shards(w: torch.Tensor, widths, scheme: str, block=None, scale_fmt=
     return torch.cat(qs), torch.cat(ss)
 
 # %% ../nbs/07_draft_linear.ipynb #7ad6d00e
-_SENTINEL = torch.finfo(torch.float32).min
 _SCALE_PARAM = {'per-tensor': PerTensorScaleParameter, 'per-channel': ChannelQuantScaleParameter, 'block': BlockQuantScaleParameter}
 
 @register_weight_loader_v2_supported_method
@@ -80,7 +79,7 @@ class Fp8DraftLinearMethod(LinearMethodBase):
         else:
             q = layer.weight.data
             raw = (layer.weight_scale_inv if self.block else layer.weight_scale).data
-            if (raw == _SENTINEL).any() or not torch.isfinite(raw).all():
+            if (raw == SCALE_SENTINEL).any() or not torch.isfinite(raw).all():
                 raise ValueError(f"{name}: FP8 weight scale not loaded from the checkpoint (still at vLLM's init sentinel or "
                                  f"not finite); every FP8 weight needs its {'weight_scale_inv' if self.block else 'weight_scale'}")
             if self.scheme == 'per-tensor': s = torch.cat([raw[i].float().reshape(1).expand(w) for i, w in enumerate(layer.logical_widths)])

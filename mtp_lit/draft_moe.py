@@ -13,9 +13,8 @@ from vllm.model_executor.layers.fused_moe.routed_experts import FusedMoeWeightSc
 from vllm.model_executor.layers.fused_moe.activation import MoEActivation
 from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
-from .fp8 import quantize_fp8
+from .fp8 import SCALE_SENTINEL, quantize_fp8
 from typing import Optional
-from .draft_linear import _SENTINEL
 from .kernels import fp8_linear, moe_linear, opaque_op, triton_ok
 
 # %% ../nbs/07a_draft_moe.ipynb #6750e592
@@ -166,7 +165,7 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
             (bn, bk), kind, suffix = self.block, FusedMoeWeightScaleSupported.BLOCK, '_weight_scale_inv'
             shapes = {'w13': (E, cdiv(2 * I, bn), cdiv(H, bk)), 'w2': (E, cdiv(H, bn), cdiv(I, bk))}
         for stem, shape in shapes.items():
-            p = nn.Parameter(torch.full(shape, _SENTINEL, dtype=torch.float32), requires_grad=False)
+            p = nn.Parameter(torch.full(shape, SCALE_SENTINEL, dtype=torch.float32), requires_grad=False)
             layer.register_parameter(stem + suffix, p); set_weight_attrs(p, {**extra, 'quant_method': kind.value})
 
     def process_weights_after_loading(self, layer) -> None:
@@ -181,7 +180,7 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
             suffix = '_weight_scale_inv' if self.block else '_weight_scale'
             raw = {stem: getattr(layer, stem + suffix).data for stem in ('w13', 'w2')}
             for stem, r in raw.items():
-                if (r == _SENTINEL).any() or not torch.isfinite(r).all():
+                if (r == SCALE_SENTINEL).any() or not torch.isfinite(r).all():
                     raise ValueError(f"{name}: FP8 expert scale {stem}{suffix} not loaded from the checkpoint for every expert (still "
                                      "at vLLM's init sentinel or not finite); every FP8 expert weight needs its scale")
             if self.scheme == 'per-tensor': s13, s2 = _rows(raw['w13'], [I, I]), _rows(raw['w2'], [H])

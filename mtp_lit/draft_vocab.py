@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+from .layouts import text_config
 from .ckpt_io import atomic_dir, link_or_copy, run_cli, st_order, tensor_entry, write_safetensors
 
 # %% ../nbs/09_draft_vocab.ipynb #21fcff8f
@@ -192,18 +193,14 @@ DRAFT_VOCAB_FILE = 'draft_vocab.safetensors'
 LEGACY_IDS_FILE = 'mtp_draft_vocab_ids.pt'
 _INDEX = 'model.safetensors.index.json'
 
-def _text_config(config: dict) -> dict:
-    "The language model's config: `text_config` of a multimodal config.json, else the config itself."
-    return config.get('text_config') or config
-
 def draft_vocab_tensor_names(config: dict) -> tuple:
     """`(ids_name, rows_name)`: checkpoint tensor names of a draft vocabulary for this model family, placed where its vLLM
     MTP draft module looks (see above). Raises `ValueError` for a model type without MTP support here."""
-    mt = {config.get('model_type'), _text_config(config).get('model_type')}
+    mt = {config.get('model_type'), text_config(config).get('model_type')}
     if any(m and (m.startswith('qwen3_5') or m == 'qwen3_next') for m in mt):
         return 'mtp.draft_vocab_ids', 'mtp.draft_lm_head.weight'
     if mt & {'deepseek_v3', 'deepseek_v32', 'glm4_moe', 'glm4_moe_lite'}:
-        p = f"model.layers.{_text_config(config)['num_hidden_layers']}.shared_head."
+        p = f"model.layers.{text_config(config)['num_hidden_layers']}.shared_head."
         return p + 'draft_vocab_ids', p + 'draft_head.weight'
     if 'mimo' in mt: return 'model.mtp_layers.0.draft_vocab_ids', 'model.mtp_layers.0.draft_lm_head.weight'
     raise ValueError(f"config.json model_type {sorted(m for m in mt if m)}: no MTP draft layout known for a draft vocabulary")
@@ -243,7 +240,7 @@ def lm_head_tensor(ckpt, config: dict) -> tuple:
     (`model.embed_tokens.weight`, `model.language_model.embed_tokens.weight`) when `tie_word_embeddings` is true
     (top-level or `text_config`). Raises `ValueError` naming what is missing."""
     files = _tensor_files(Path(ckpt))
-    tc = _text_config(config)
+    tc = text_config(config)
     tied = bool(config.get('tie_word_embeddings', tc.get('tie_word_embeddings', False)))
     heads = ['lm_head.weight', 'model.language_model.lm_head.weight', 'language_model.lm_head.weight']
     embeds = ['model.embed_tokens.weight', 'model.language_model.embed_tokens.weight', 'language_model.model.embed_tokens.weight']
@@ -330,7 +327,7 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
         if not (ckpt / f).is_file(): raise FileNotFoundError(f"{ckpt / f} not found (build_draft_vocab needs a checkpoint directory)")
     config = json.loads((ckpt / 'config.json').read_text())
     gen = json.loads((ckpt / 'generation_config.json').read_text()) if (ckpt / 'generation_config.json').exists() else None
-    tc = _text_config(config)
+    tc = text_config(config)
     V = int(tc['vocab_size'])
     ids_name, rows_name = draft_vocab_tensor_names(config)
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
@@ -378,7 +375,7 @@ def _convert_legacy(ckpt: Path, config: dict) -> dict:
                          f"{'' if not torch.is_tensor(obj) else f' {obj.dtype} {tuple(obj.shape)}'}")
     ids = obj.to(torch.int64)
     ids_name, rows_name = draft_vocab_tensor_names(config)
-    V = int(_text_config(config)['vocab_size'])
+    V = int(text_config(config)['vocab_size'])
     files = _tensor_files(ckpt)
     tensors = {}
     if rows_name in files:    # rows stored in the shards, in the order of the .pt: that order must already be ascending
@@ -414,7 +411,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     if 'draft_vocab_size' not in sec:
         if not (ckpt / LEGACY_IDS_FILE).exists(): return None
         config = _convert_legacy(ckpt, config); sec = config['mtp_lit']
-    tc = _text_config(config)
+    tc = text_config(config)
     V, H = int(tc['vocab_size']), int(tc['hidden_size'])
     K = sec['draft_vocab_size']
     if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= V:
@@ -482,7 +479,7 @@ def draft_vocab_cli(argv: list | None = None) -> int:
     a = ap.parse_args(argv)
     def run():
         cfg = json.loads((Path(a.ckpt) / 'config.json').read_text())
-        V = int(_text_config(cfg)['vocab_size'])
+        V = int(text_config(cfg)['vocab_size'])
         K = parse_draft_vocab_size(a.size, V)
         dst = build_draft_vocab(a.ckpt, a.corpus, K, a.out, heldout=a.heldout, pattern=a.glob, batch_size=a.batch_size,
                                 progress=not a.no_progress)

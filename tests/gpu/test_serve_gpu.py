@@ -72,6 +72,13 @@ def test_online_fp8_equals_the_converter(matrix):
         for on, conv in (('fp8-tensor', 'conv-tensor'), ('fp8-channel', 'conv-channel')):
             assert matrix[f'{ck}/{on}']['draft']['digests'] == matrix[f'{ck}/{conv}']['draft']['digests'], (ck, on)
 
+def test_vllm_native_fp8_switch(matrix):
+    "speculative_config.quantization='fp8' with the scheme from --hf-overrides serves the same draft as MTP_FP8=1."
+    for ck in ('qwen3_5-tiny', 'qwen3_5_moe-tiny'):
+        nat, env = matrix[f'{ck}/native-fp8'], matrix[f'{ck}/fp8-channel']
+        assert nat['draft']['digests'] == env['draft']['digests'] and nat['draft']['e4m3_params'] == env['draft']['e4m3_params'], ck
+        assert nat['acceptance'] == env['acceptance'], ck
+
 def test_truncated_head_and_window(matrix):
     for ck in ('qwen3_5-tiny', 'qwen3_5_moe-tiny'):
         head = matrix[f'{ck}/fp8-head']['draft']

@@ -47,12 +47,18 @@ class DraftInspector:
         if m is None: return {}
         from mtp_lit.plugin import fp8_param_digests
         from vllm.model_executor.layers.attention.attention import Attention
+        from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
         dtypes = {n: str(p.dtype).replace('torch.', '') for n, p in m.named_parameters()}
+        heads = {n: x for n, x in m.named_modules() if n.endswith('draft_lm_head')}
         return {'class': f"{type(m).__module__}.{type(m).__qualname__}", 'param_dtypes': dtypes,
+                'param_shapes': {n: list(p.shape) for n, p in m.named_parameters()},
+                'tp': [get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size()],
                 'device': str(next(m.parameters()).device), 'runner': type(self.model_runner).__module__,
                 'attention_windows': {getattr(a, 'layer_name', str(i)): a.sliding_window for i, a in enumerate(x for x in m.modules() if isinstance(x, Attention))},
                 'linear_weight_bytes': draft_linear_bytes(m), 'fp8_digests': fp8_param_digests(m),
-                'head_rows': {n: int(x.org_vocab_size) for n, x in m.named_modules() if n.endswith('draft_lm_head')}}
+                'head_rows': {n: int(x.org_vocab_size) for n, x in heads.items()},
+                'head_rows_on_rank': {n: int(x.num_embeddings_per_partition) for n, x in heads.items()},
+                'draft_vocab_ids': int(m.draft_vocab_ids.numel()) if hasattr(m, 'draft_vocab_ids') else None}
 
     def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
         "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."
@@ -132,7 +138,9 @@ def engine_run(spec: RunSpec) -> dict:
     res['tokens_generated'] = sum(len(t) for t in res['tokens'])
     if spec.k:
         res['acceptance'] = acceptance(metrics, spec.k)
-        res['draft'] = llm.collective_rpc('mtp_lit_inspect_draft')[0]
+        ranks = llm.collective_rpc('mtp_lit_inspect_draft')   # one description per worker (TP rank)
+        res['draft'] = ranks[0]
+        if len(ranks) > 1: res['draft_ranks'] = ranks
         res['draft']['logits_s'] = llm.collective_rpc('mtp_lit_time_logits')[0]
         res['target_windows'] = llm.collective_rpc('mtp_lit_target_windows')[0]
     return res

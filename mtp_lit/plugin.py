@@ -6,7 +6,7 @@
 __all__ = ['logger', 'DRAFTS', 'DraftRow', 'register', 'make_passthrough_class', 'DraftBuild', 'vllm_switches', 'read_options',
            'check_options', 'draft_tensors', 'fp8_storage', 'draft_patch', 'check_window', 'target_quant_dict',
            'inherited_quant_config', 'swap_plain_linears', 'build_draft_head', 'checkpoint_stream', 'make_draft_class',
-           'fp8_param_digests']
+           'check_parallel', 'fp8_param_digests']
 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
@@ -169,6 +169,7 @@ class DraftBuild:
             if kept: b.notes.append(f"stored in BF16 by the checkpoint, kept unquantized: {', '.join(kept)}")
         b.draft_vocab = _load_draft_vocab(b)
         check_options(key, opts, b.draft_vocab is not None)
+        check_parallel(b, getattr(vllm_config, 'parallel_config', None))
         return b
 
 # %% ../nbs/06_plugin.ipynb #a6f09e90
@@ -583,6 +584,19 @@ def make_draft_class(key: str) -> type:
           '__qualname__': base.__qualname__, '__doc__': f"mtp_lit's {base.__name__}: vLLM's draft class + mtp_lit options ({row.module})."}
     if hasattr(base, 'get_top_tokens'): ns['get_top_tokens'] = _get_top_tokens
     return type(base.__name__, (base,), ns)
+
+# %% ../nbs/06_plugin.ipynb #a0540300
+def check_parallel(b: 'DraftBuild', parallel_config) -> None:
+    "Raise `ValueError` when an mtp_lit draft feature is on under pipeline parallelism (tensor parallelism is supported)."
+    pp = getattr(parallel_config, 'pipeline_parallel_size', 1) or 1
+    on = [f"{what} ({b.opts.sources.get(k, src)})" for what, k, src, active in (
+        ('the FP8 draft', 'fp8', 'config.json mtp_quant_algo', b.plan.fp8), ('the draft window', 'draft_window', '', b.opts.draft_window),
+        ('the truncated draft head', 'draft_vocab', 'config.json mtp_lit', b.draft_vocab is not None)) if active]
+    if pp > 1 and on:
+        raise ValueError(f"pipeline_parallel_size={pp}: {', '.join(on)} {'are' if len(on) > 1 else 'is'} not supported with pipeline parallelism (vLLM CPU cannot "
+                         "run an MTP draft under it, so mtp_lit has never been tested there); serve with "
+                         "pipeline_parallel_size=1 (tensor parallelism is supported) or without these options")
+
 
 # %% ../nbs/06_plugin.ipynb #0909f5c3
 def fp8_param_digests(model) -> dict:

@@ -92,7 +92,7 @@ def tiny_ernie_checkpoint(dst, tokenizer_from) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- vLLM's draft loader
-def load_draft(model, k: int = 3, env: dict | None = None):
+def load_draft(model, k: int = 3, env: dict | None = None, engine_args: dict | None = None):
     """Build and load the MTP draft of checkpoint `model` the way vLLM's proposer does (`get_model` with the speculative
     config's draft model config, plugins loaded, `process_weights_after_loading` run), with `env` set meanwhile.
     Returns the draft module; raises what vLLM / mtp_lit raise."""
@@ -110,7 +110,7 @@ def load_draft(model, k: int = 3, env: dict | None = None):
             _set_torch_accelerator_to_noop()
         ea = EngineArgs(model=str(model), dtype='bfloat16', max_model_len=256, enforce_eager=True, max_num_seqs=4,
                         max_num_batched_tokens=256, seed=0, enable_prefix_caching=False,
-                        speculative_config={'method': 'mtp', 'num_speculative_tokens': k})
+                        speculative_config={'method': 'mtp', 'num_speculative_tokens': k}, **(engine_args or {}))
         vc = ea.create_engine_config()
         init_single_process_vllm()
         with set_current_vllm_config(vc):
@@ -133,10 +133,10 @@ def _main(cases_json, out_json):
     torch.set_num_threads(1)
     cases = json.loads(Path(cases_json).read_text())
     res = {}
-    for name, (model, env, k) in cases.items():
+    for name, (model, env, k, *ea) in cases.items():
         print(f'{_MARK}{name}', flush=True); t0 = time.time()
         try:
-            m = load_draft(model, k, env)
+            m = load_draft(model, k, env, *ea)
             r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None, 'nonfinite': _nonfinite(m)}
         except Exception as e:
             r = {'loaded': False, 'class': None, 'error': f'{type(e).__name__}: {e}', 'nonfinite': None}
@@ -150,11 +150,11 @@ _MARK = '@@mtp_lit-load-case '
 
 
 def load_drafts(cases: dict, workdir, timeout: int = 600) -> dict:
-    """Load every case `{name: (model_dir, env, k)}` with `load_draft` in one fresh Python process (vLLM state and plugin
+    """Load every case `{name: (model_dir, env, k[, engine_args])}` with `load_draft` in one fresh Python process (vLLM state and plugin
     registration stay out of pytest's). Returns `{name: {'loaded', 'class', 'error', 'nonfinite', 'log', 'seconds'}}`."""
     workdir = Path(workdir); workdir.mkdir(parents=True, exist_ok=True)
     cj, oj, log = workdir / 'cases.json', workdir / 'results.json', workdir / 'load_drafts.log'
-    cj.write_text(json.dumps({n: [str(m), e, k] for n, (m, e, k) in cases.items()}))
+    cj.write_text(json.dumps({n: [str(c[0]), *c[1:]] for n, c in cases.items()}))
     env = {**os.environ, **ENV}
     if not torch.cuda.is_available(): env.setdefault('VLLM_CPU_OMP_THREADS_BIND', 'auto')
     with open(log, 'w') as lf:

@@ -352,6 +352,8 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'legacy-pt':         ('legacy', {}, 3),
     'mtp2-k3':           ('mtp2', {}, 3),
     'mtp2-k2+fp8':       ('mtp2', {'MTP_FP8': '1'}, 2),
+    'pp2+fp8':           ('tiny', {'MTP_FP8': '1'}, 3, {'pipeline_parallel_size': 2}),
+    'pp2':               ('tiny', {}, 3, {'pipeline_parallel_size': 2}),
 }
 
 
@@ -383,7 +385,7 @@ def loads(root, fp8, dv):
     ids = load_draft_vocab(dv).ids
     edit_tensors(lg, lambda sd: sd.update({'mtp.draft_lm_head.weight': sd['lm_head.weight'][ids].contiguous()}))
     torch.save(ids, lg / LEGACY_IDS_FILE)
-    return load_drafts({n: (b[key], env, k) for n, (key, env, k) in CASES.items()}, L / 'work')
+    return load_drafts({n: (b[c[0]], *c[1:]) for n, c in CASES.items()}, L / 'work')
 
 
 def _err(loads, case):
@@ -495,6 +497,15 @@ def test_load_more_speculative_tokens_than_layers(loads):
     assert 'num_speculative_tokens:3 must be divisible by n_predict=2' in _err(loads, 'mtp2-k3')   # vLLM's own check
     e = _err(loads, 'mtp2-k2+fp8')
     assert "need the draft's MTP layer" in e and "'model.layers.1." in e, e
+
+
+@pytest.mark.vllm
+def test_load_pipeline_parallel(loads):
+    "An mtp_lit feature under pipeline parallelism is refused naming the option; without options the draft loads as vLLM's."
+    assert _err(loads, 'pp2+fp8') == ("ValueError: pipeline_parallel_size=2: the FP8 draft (env MTP_FP8) is not supported with "
+        "pipeline parallelism (vLLM CPU cannot run an MTP draft under it, so mtp_lit has never been tested there); serve with "
+        "pipeline_parallel_size=1 (tensor parallelism is supported) or without these options")
+    assert loads['pp2']['loaded'], loads['pp2']
 
 
 # ---------------------------------------------------------------------------------------------- two real engine runs

@@ -8,7 +8,8 @@ per-channel, block with UE8M0 scales) and a truncated-head variant (K = V/4, cou
 fixed in the repo so that every machine builds the same ids), plus the permutation-construction checkpoint of every family in
 `tests/tiny_families.py`. Runs per embedded checkpoint: plain, MTP k=3 with the BF16 draft, FP8 online (3 schemes), FP8
 converted (3), FP8 + truncated head, a 16-token draft window, FP8 switched on by vLLM's own
-`speculative_config.quantization='fp8'` (scheme from `--hf-overrides`); per family: plain, BF16, FP8 online, FP8 converted.
+`speculative_config.quantization='fp8'` (scheme from `--hf-overrides`), and FP8 + truncated head + window at once
+(`tests/test_tp_e2e.py` serves that one at TP=2); per family: plain, BF16, FP8 online, FP8 converted.
 `tests/gpu/test_serve_gpu.py` asserts on the result; `nbs/results/serve_cpu.json` is the same matrix on vLLM CPU
 (embedded checkpoints only), the acceptance figures the GPU run is held to."""
 import argparse, concurrent.futures as cf, json, os, platform, sys, tempfile, time
@@ -24,6 +25,7 @@ EMBEDDED = ('qwen3_5-tiny', 'qwen3_5_moe-tiny')
 ONLINE = {'fp8-tensor': 'per-tensor', 'fp8-channel': 'per-channel', 'fp8-block': 'block'}
 CONVERTED = {'conv-tensor': ('per-tensor', 'float32'), 'conv-channel': ('per-channel', 'float32'), 'conv-block-ue8m0': ('block', 'ue8m0')}
 WINDOW, HEAD_K, K, N_PROMPTS, N_TOKENS = 16, 1024, 3, 8, 64
+COMBO = {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel', 'MTP_DRAFT_WINDOW': str(WINDOW)}   # the three draft features at once
 NATIVE_FP8 = {'method': 'mtp', 'num_speculative_tokens': K, 'quantization': 'fp8'}   # vLLM's own switch for an FP8 draft
 FAMILY_TOKENS = 24
 MLA, GPU_MLA = ('deepseek_v3', 'glm4_moe_lite'), {'qk_nope_head_dim': 128, 'v_head_dim': 128}   # head dims vLLM's GPU MLA kernels take
@@ -58,7 +60,8 @@ def specs(ckpts: dict, embedded=EMBEDDED, families=tf.FAMILIES) -> list:
         out += [spec(f'{ck}/{r}', ck, K, {'MTP_FP8': '1', 'MTP_FP8_SCHEME': s}) for r, s in ONLINE.items()]
         out += [spec(f'{ck}/{r}', f'{ck}/{r}', K, {}) for r in CONVERTED]
         out += [spec(f'{ck}/fp8-head', f'{ck}/head', K, {'MTP_FP8': '1'}), spec(f'{ck}/window', ck, K, {'MTP_DRAFT_WINDOW': str(WINDOW)})]
-        out += [spec(f'{ck}/native-fp8', ck, K, {}, speculative_config=NATIVE_FP8, hf_overrides={'mtp_lit': {'fp8_scheme': 'per-channel'}})]
+        out += [spec(f'{ck}/native-fp8', ck, K, {}, speculative_config=NATIVE_FP8, hf_overrides={'mtp_lit': {'fp8_scheme': 'per-channel'}}),
+                spec(f'{ck}/fp8-head-window', f'{ck}/head', K, {**COMBO})]
     for fam in families:
         out += [spec(f'{fam}/plain', fam, 0, {}, PF, FAMILY_TOKENS), spec(f'{fam}/bf16', fam, K, {}, PF, FAMILY_TOKENS),
                 spec(f'{fam}/fp8-channel', fam, K, {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}, PF, FAMILY_TOKENS),

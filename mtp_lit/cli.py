@@ -10,7 +10,7 @@ import importlib, sys
 
 COMMANDS = {
     'demo': ('mtp_lit.demo:demo_cli', 'plain vs MTP (BF16 draft) vs MTP (FP8 draft) on the embedded checkpoint, in real vLLM'),
-    'inspect': ('mtp_lit.inspect:inspect_cli', "a checkpoint's MTP draft: family, layers, layouts, quant gaps, bytes per draft step"),
+    'inspect': ('mtp_lit.inspect_ckpt:inspect_cli', "a checkpoint's MTP draft: family, layers, layouts, quant gaps, bytes per draft step"),
     'quantize': ('mtp_lit.convert:quantize_cli', 'write the -mtpfp8 variant of a checkpoint (MTP linears in FP8 e4m3)'),
     'fuse-experts': ('mtp_lit.convert:fuse_experts_cli', 'rewrite MTP routed experts between split and fused layouts'),
     'draft-vocab': ('mtp_lit.draft_vocab:draft_vocab_cli', 'build the vocab-truncated draft head from a corpus'),

@@ -234,7 +234,7 @@ def draft_tensors(model_dir, config: dict) -> dict:
     id) whose `config.json` is `config`, from the safetensors headers only. {} when the family is unknown to
     `mtp_lit.layouts` or the directory has no safetensors (e.g. a hub id that is not cached)."""
     from mtp_lit.options import resolve_model_dir
-    from mtp_lit.inspect import checkpoint_tensors
+    from mtp_lit.inspect_ckpt import checkpoint_tensors
     from mtp_lit.layouts import draft_layout, is_draft_tensor
     try:
         lay = draft_layout(config)

@@ -24,7 +24,7 @@ from bad_inputs import copy_ckpt, drop_tensor, edit_config, edit_tensors, load_d
 
 from mtp_lit.convert import checkpoint_tensors, quantize, read_safetensors_header, tiny_mtp_checkpoint
 from mtp_lit.draft_vocab import DRAFT_VOCAB_FILE, LEGACY_IDS_FILE, build_draft_vocab, load_draft_vocab
-from mtp_lit.inspect import inspect_checkpoint
+from mtp_lit.inspect_ckpt import inspect_checkpoint
 from mtp_lit.layouts import detect_family, draft_layout, remap_exclusions
 from mtp_lit.model import checkpoint_path
 from mtp_lit.options import MtpLitOptions, MtpQuant, draft_quant_plan, parse_mtp_quant, parse_options, checkpoint_options

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mtp_lit.convert import fp8_scale_name, mtp_root, read_safetensors_header as convert_header, tiny_mtp_checkpoint
 from mtp_lit.draft_vocab import validate_draft_vocab_ids
-from mtp_lit.inspect import _fixture_config, read_safetensors_header as inspect_header
+from mtp_lit.inspect_ckpt import _fixture_config, read_safetensors_header as inspect_header
 from mtp_lit.layouts import (DTYPE_BITS, EXCLUSION_KEYS, FAMILIES, classify_tensor, detect_family, draft_layout,
                              draft_modules, exclusion_match, remap_exclusions, scale_target, synth_mtp_weights)
 from mtp_lit.options import ENV_VARS, MtpLitOptions, parse_mtp_quant, parse_options

@@ -6,7 +6,7 @@ read their headers only (checked with a 100 GB tensor) and find the facts the fi
 import json, shutil, subprocess, sys, time
 from pathlib import Path
 import pytest
-from mtp_lit.inspect import inspect_checkpoint, make_skeleton
+from mtp_lit.inspect_ckpt import inspect_checkpoint, make_skeleton
 
 FIX = Path(__file__).parent / 'fixtures' / 'checkpoints'
 BASES = {'Qwen3.6-35B-A3B': 'Qwen3.5-35B-A3B', 'nvidia-DeepSeek-V3-0324-NVFP4': 'DeepSeek-V3'}

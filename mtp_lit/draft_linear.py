@@ -16,6 +16,7 @@ from vllm.model_executor.parameter import (ModelWeightParameter, PerTensorScaleP
                                            BlockQuantScaleParameter)
 from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
+from vllm.model_executor.layers.quantization.utils.fp8_utils import validate_fp8_block_shape
 from .fp8 import SCALE_SENTINEL, quantize_fp8
 from .kernels import fp8_linear_op, fp8_linear_argmax_op
 
@@ -62,6 +63,13 @@ class Fp8DraftLinearMethod(LinearMethodBase):
         n, k = sum(output_partition_sizes), input_size_per_partition
         layer.logical_widths, layer.orig_dtype = list(output_partition_sizes), params_dtype
         layer.weight_block_size = list(self.block) if self.block else None
+        if self.block:   # vLLM's own check: whole blocks on every TP rank and in every shard
+            try: validate_fp8_block_shape(layer, input_size, output_size, k, list(output_partition_sizes), list(self.block))
+            except ValueError as e:
+                raise ValueError(f"{self.prefix or 'draft linear'}: {self.block[0]}x{self.block[1]} block FP8 does not fit this layer "
+                                 f"at tensor_parallel_size={getattr(layer, 'tp_size', 1)} ({e}); serve this draft with per-channel "
+                                 "or per-tensor FP8 (MTP_FP8_SCHEME, or mtp-lit quantize --scheme) or with a TP size whose shards "
+                                 "hold whole blocks") from None
         if self.plan.mode == 'fp8-online':
             w = ModelWeightParameter(data=torch.empty(n, k, dtype=params_dtype), input_dim=1, output_dim=0, weight_loader=wl)
         else:

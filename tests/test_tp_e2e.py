@@ -1,13 +1,13 @@
 """Tensor parallelism on real vLLM CPU: every draft feature at TP=2 (`VLLM_CPU_OMP_THREADS_BIND='0|1'`, one core a rank).
 
-Six engine starts (~80 s each here), the features combined so that each start covers several:
+Seven engine starts (~60-80 s each here), the features combined so that each start covers several:
 dense plain; dense FP8 online per-channel + truncated head (K = 1024) + 16-token window; dense converted per-tensor FP8;
-MoE plain; MoE FP8 online per-tensor (split experts); MoE fused experts converted per-channel. Prompts,
+dense converted 64x64-block FP8 with UE8M0 scales; MoE plain; MoE FP8 online per-tensor (split experts); MoE fused experts converted per-channel. Prompts,
 tokens and checkpoints are the serving matrix's (`tests/gpu/serve_matrix.py`), so each run's acceptance length is held to
 the same run at TP=1 on vLLM CPU (`nbs/results/serve_cpu.json`). Asserts: greedy tokens identical to plain TP=2; τ within
 5 % of TP=1's; on each rank the draft's linears and experts are e4m3 with this rank's rows and scales, the truncated head
-holds K/2 rows (sharded by vocabulary, like vLLM's LM head), the window is on the draft's attention. Block FP8 does not fit
-these checkpoints at TP=2 (320 of `down_proj`'s input columns a rank): refused at build time, tested in `07_draft_linear`."""
+holds K/2 rows (sharded by vocabulary, like vLLM's LM head), the window is on the draft's attention. 128x128 block FP8 does not
+fit these checkpoints at TP=2 (320 of `down_proj`'s input columns a rank): refused at build time, tested in `07_draft_linear`."""
 import json, sys
 from pathlib import Path
 import pytest
@@ -18,13 +18,14 @@ import serve_matrix as sm   # noqa: E402
 from mtp_lit.demo import run_in_subprocess, RunSpec, demo_prompts   # noqa: E402
 
 pytestmark = pytest.mark.vllm
-TP = {'VLLM_CPU_OMP_THREADS_BIND': '0|1', 'VLLM_ENABLE_V1_MULTIPROCESSING': '1'}   # TP ranks are worker processes
+TP = {'VLLM_CPU_OMP_THREADS_BIND': '0|1'}   # the ranks are worker processes (vLLM's mp executor); the engine core stays in-process
 CPU = json.loads((HERE.parent / 'nbs' / 'results' / 'serve_cpu.json').read_text())['runs']
 DENSE, MOE = sm.EMBEDDED
 RUNS = {  # name: (checkpoint key, k, env); the names of serve_cpu.json's runs
     f'{DENSE}/plain': (DENSE, 0, {}),
     f'{DENSE}/fp8-head-window': (f'{DENSE}/head', sm.K, sm.COMBO),
     f'{DENSE}/conv-tensor': (f'{DENSE}/conv-tensor', sm.K, {}),
+    f'{DENSE}/conv-block64-ue8m0': (f'{DENSE}/conv-block64-ue8m0', sm.K, {}),
     f'{MOE}/plain': (MOE, 0, {}),
     f'{MOE}/fp8-tensor': (MOE, sm.K, {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-tensor'}),
     f'{MOE}/fused-conv-channel': (f'{MOE}/fused-conv-channel', sm.K, {}),
@@ -77,6 +78,9 @@ def test_every_rank_holds_its_shard(tp2):
             w = [p for p in dt if p.endswith(('proj.weight', 'fc.weight', 'w13_weight', 'w2_weight'))]
             assert w and all(dt[p] == 'float8_e4m3fn' for p in w), (n, {p: dt[p] for p in w})
             assert all(dt.get(p + '_scale', dt.get(p + '_scale_inv')) == 'float32' for p in w), n
+            if 'block64' in n:   # block scales of this rank's blocks: [rows / 64, input columns / 64]
+                assert sh['model.layers.0.mlp.down_proj.weight_scale'] == [sh['model.layers.0.mlp.down_proj.weight'][0] // 64,
+                                                                              sh['model.layers.0.mlp.down_proj.weight'][1] // 64], n
             assert sh['model.layers.0.self_attn.qkv_proj.weight'][0] == qkv[n.split('/')[0]] // 2, (n, sh['model.layers.0.self_attn.qkv_proj.weight'])
             if n.startswith(MOE):
                 E, N, H = sh['model.layers.0.mlp.experts.routed_experts.w13_weight']

@@ -4,10 +4,10 @@
 
 On a GPU each engine keeps vLLM's defaults (torch.compile, CUDA graphs; `mtp_lit.demo.engine_run`); on a CPU it runs
 eager. Checkpoints: the two embedded trained ones (dense, MoE), their `mtp-lit quantize` conversions (per-tensor,
-per-channel, block with UE8M0 scales) and a truncated-head variant (K = V/4, counted on `head_corpus.txt`, stdlib text
+per-channel, 128x128 and 64x64 blocks with UE8M0 scales) and a truncated-head variant (K = V/4, counted on `head_corpus.txt`, stdlib text
 fixed in the repo so that every machine builds the same ids), plus the permutation-construction checkpoint of every family in
 `tests/tiny_families.py`. Runs per embedded checkpoint: plain, MTP k=3 with the BF16 draft, FP8 online (3 schemes), FP8
-converted (3), FP8 + truncated head, a 16-token draft window, FP8 switched on by vLLM's own
+converted (4), FP8 + truncated head, a 16-token draft window, FP8 switched on by vLLM's own
 `speculative_config.quantization='fp8'` (scheme from `--hf-overrides`), and FP8 + truncated head + window at once
 (`tests/test_tp_e2e.py` serves that one at TP=2); per family: plain, BF16, FP8 online, FP8 converted.
 `tests/gpu/test_serve_gpu.py` asserts on the result; `nbs/results/serve_cpu.json` is the same matrix on vLLM CPU
@@ -23,7 +23,8 @@ from mtp_lit.demo import RunSpec, run_in_subprocess, demo_prompts
 
 EMBEDDED = ('qwen3_5-tiny', 'qwen3_5_moe-tiny')
 ONLINE = {'fp8-tensor': 'per-tensor', 'fp8-channel': 'per-channel', 'fp8-block': 'block'}
-CONVERTED = {'conv-tensor': ('per-tensor', 'float32'), 'conv-channel': ('per-channel', 'float32'), 'conv-block-ue8m0': ('block', 'ue8m0')}
+CONVERTED = {'conv-tensor': ('per-tensor', 'float32'), 'conv-channel': ('per-channel', 'float32'), 'conv-block-ue8m0': ('block', 'ue8m0'),
+             'conv-block64-ue8m0': ('block', 'ue8m0', (64, 64))}   # 64x64 blocks: whole blocks on each rank at TP=2 too
 WINDOW, HEAD_K, K, N_PROMPTS, N_TOKENS = 16, 1024, 3, 8, 64
 COMBO = {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel', 'MTP_DRAFT_WINDOW': str(WINDOW)}   # the three draft features at once
 NATIVE_FP8 = {'method': 'mtp', 'num_speculative_tokens': K, 'quantization': 'fp8'}   # vLLM's own switch for an FP8 draft
@@ -41,9 +42,10 @@ def build_checkpoints(work: Path, embedded=EMBEDDED, families=tf.FAMILIES) -> di
     corpus = [HERE / 'head_corpus.txt']   # the first 3 kB of 80 training-split stdlib files, fixed so every machine counts the same
     for ck in embedded:
         src = out[ck] = checkpoint_path(ck)
-        for name, (scheme, fmt) in CONVERTED.items():   # the tiny MoE's experts (I = 64) stay BF16 under 128x128 blocks
-            out[f'{ck}/{name}'] = quantize(src, work / f'{ck}-{name}', scheme=scheme, scale_fmt=fmt, overwrite=True, progress=False,
-                                           experts=not (scheme == 'block' and 'moe' in ck))
+        for name, (scheme, fmt, *bs) in CONVERTED.items():   # the tiny MoE's experts (I = 64) stay BF16 under 128x128 blocks
+            block = bs[0] if bs else (128, 128)
+            out[f'{ck}/{name}'] = quantize(src, work / f'{ck}-{name}', scheme=scheme, scale_fmt=fmt, block=block, overwrite=True,
+                                           progress=False, experts=not (scheme == 'block' and 'moe' in ck and block[0] > 64))
         out[f'{ck}/head'] = build_draft_vocab(src, corpus, HEAD_K, out=work / f'{ck}-head{HEAD_K}', progress=False)
     for fam in families:
         src = out[fam] = tf.build(fam, work / fam, overrides=GPU_MLA if fam in MLA else None)

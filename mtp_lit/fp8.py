@@ -17,7 +17,7 @@ E4M3_MAX = 448.0                  # largest finite e4m3fn value, byte 0x7E
 E4M3_MIN_NORMAL = 2.0 ** -6       # byte 0x08
 E4M3_MIN_SUBNORMAL = 2.0 ** -9    # byte 0x01
 MIN_SCALE = 1.0 / (E4M3_MAX * 512.0)  # vLLM's _FP8_MIN_SCALING_FACTOR: floor of a dynamic scale (input_quant_fp8.py)
-SCALE_SENTINEL = -3.4028234663852886e38  # torch.finfo(float32).min, vLLM's FP8_SCALE_SENTINEL: a scale no checkpoint tensor filled
+SCALE_SENTINEL = torch.finfo(torch.float32).min  # vLLM's FP8_SCALE_SENTINEL (0.32; absent in 0.26): a scale no checkpoint tensor filled
 SCHEMES = ('per-tensor', 'per-channel', 'block')
 SCALE_FMTS = ('float32', 'ue8m0')
 

@@ -589,10 +589,11 @@ def make_draft_class(key: str) -> type:
 def check_parallel(b: 'DraftBuild', parallel_config) -> None:
     "Raise `ValueError` when an mtp_lit draft feature is on under pipeline parallelism (tensor parallelism is supported)."
     pp = getattr(parallel_config, 'pipeline_parallel_size', 1) or 1
+    if pp == 1: return
     on = [f"{what} ({b.opts.sources.get(k, src)})" for what, k, src, active in (
         ('the FP8 draft', 'fp8', 'config.json mtp_quant_algo', b.plan.fp8), ('the draft window', 'draft_window', '', b.opts.draft_window),
         ('the truncated draft head', 'draft_vocab', 'config.json mtp_lit', b.draft_vocab is not None)) if active]
-    if pp > 1 and on:
+    if on:
         raise ValueError(f"pipeline_parallel_size={pp}: {', '.join(on)} {'are' if len(on) > 1 else 'is'} not supported with pipeline parallelism (vLLM CPU cannot "
                          "run an MTP draft under it, so mtp_lit has never been tested there); serve with "
                          "pipeline_parallel_size=1 (tensor parallelism is supported) or without these options")

@@ -73,6 +73,28 @@ class DraftInspector:
         sync()
         return (time.perf_counter() - t) / iters
 
+    def mtp_lit_time_draft(self, action: str = 'start') -> list:
+        """Time every call of the runner's draft proposer (`drafter` or `speculator`, `.propose`: the k draft steps of one
+        decode step) with CUDA events (a clock on a CPU). `action`: 'start' wraps it, 'read' returns the milliseconds of
+        each call since the last read."""
+        import torch
+        p = next(x for x in (getattr(self.model_runner, a, None) for a in ('drafter', 'speculator')) if x is not None)
+        if action == 'read':
+            ev = p.__dict__.get('_mtp_lit_calls', [])
+            if torch.cuda.is_available(): torch.cuda.synchronize()
+            out = [s.elapsed_time(e) if hasattr(s, 'elapsed_time') else (e - s) * 1e3 for s, e in ev]
+            ev.clear()
+            return out
+        if '_mtp_lit_calls' in p.__dict__: return []
+        propose, calls = p.propose, []
+        def mark():
+            if not torch.cuda.is_available(): return time.perf_counter()
+            e = torch.cuda.Event(enable_timing=True); e.record(); return e
+        def timed(*args, **kwargs):
+            s = mark(); out = propose(*args, **kwargs); calls.append((s, mark())); return out
+        p.propose, p._mtp_lit_calls = timed, calls
+        return []
+
     def mtp_lit_target_windows(self) -> dict:
         "Sliding window of each attention layer of the *target* (None = full attention)."
         from vllm.model_executor.layers.attention.attention import Attention

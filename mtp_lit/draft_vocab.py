@@ -394,7 +394,7 @@ def _convert_legacy(ckpt: Path, config: dict) -> dict:
 def _sample_rows(K: int, n: int) -> list:
     return list(range(K)) if K <= n else sorted(set(torch.linspace(0, K - 1, n, dtype=torch.float64).round().long().tolist()))
 
-def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 256) -> DraftVocab | None:
+def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 256, weights: bool = True) -> DraftVocab | None:
     """The checkpoint's draft vocabulary, validated, or None (none stored, or `draft_vocab_size == vocab_size`: use the
     full head, no scatter). `config`: the parsed config.json (read from `ckpt_dir` if None).
 
@@ -404,7 +404,8 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     `FileNotFoundError` for a missing draft vocab file or shard and `ValueError`, naming the file and tensor, for a
     truncated or corrupt file, for ids out of range / duplicated / unsorted / not int64, a K mismatch
     between config.json, the ids and the rows, rows of the wrong width or dtype, or rows that differ from the LM head's
-    rows at those ids (`check_rows` rows compared, all if K <= check_rows)."""
+    rows at those ids (`check_rows` rows compared, all if K <= check_rows). `weights=False` (vLLM's `--load-format dummy`: no
+    weights are read) checks the ids alone."""
     ckpt = Path(ckpt_dir)
     if config is None: config = json.loads((ckpt / 'config.json').read_text())
     sec = config.get('mtp_lit') or {}
@@ -431,6 +432,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     if ids.numel() != K:
         raise ValueError(f"K mismatch: config.json mtp_lit.draft_vocab_size={K} but {fname}:{ids_name} has {ids.numel()} ids")
     if K == V: return None          # sorted, unique, in range and V of them: the identity map
+    if not weights: return DraftVocab(ids, rows_name)
     files = _tensor_files(ckpt)
     rows_file = fname if rows_name in keys else files.get(rows_name)
     if rows_file is None: raise ValueError(f"{ckpt}: no draft head rows {rows_name!r} for the {K} ids of {fname}")

@@ -122,6 +122,7 @@ class DraftBuild:
     swapped: list = field(default_factory=list)       # plain nn.Linear modules replaced by vLLM linears
     notes: list = field(default_factory=list)         # what the layout checks found and fixed (logged)
     target_quantized: bool = False   # the draft inherits a quantized target's config (packed integer tensors are then legal)
+    load_format: str = 'auto'        # vLLM's --load-format; 'dummy' reads no weights (random ones, for benchmarks)
     _tensors: dict | None = None
 
     @property
@@ -162,6 +163,8 @@ class DraftBuild:
         b = cls(key, row, opts, draft_quant_plan(opts, mq), str(model), cfg)
         b._gpu_fallback(vllm_config, mq)
         b.target_quantized = b.plan.mode == 'inherit' and vllm_config.quant_config is not None
+        lf = getattr(getattr(vllm_config, 'load_config', None), 'load_format', 'auto')
+        b.load_format = str(getattr(lf, 'value', lf))   # a str, or an enum in some vLLM versions
         b.keep = row.keep_unquantized
         if b.plan.fp8 and b.config:
             kept = fp8_storage(b)
@@ -224,7 +227,7 @@ def _load_draft_vocab(b: 'DraftBuild'):
     if 'draft_vocab_size' not in sec and not legacy: return None
     b.vocab_names = draft_vocab_tensor_names(b.config)
     if not b.opts.draft_vocab: return None
-    dv = load_draft_vocab(b.model_dir, b.config if not legacy else None)   # a legacy .pt is converted (weights_only) on first use
+    dv = load_draft_vocab(b.model_dir, b.config if not legacy else None, weights=b.load_format != 'dummy')   # a legacy .pt is converted (weights_only) on first use
     if legacy: b.config = json.loads((Path(b.model_dir) / 'config.json').read_text())
     return dv
 

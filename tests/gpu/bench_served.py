@@ -1,0 +1,162 @@
+"""The served draft, benchmarked inside vLLM on a GPU at real shapes: random weights (`--load-format dummy`), vLLM's defaults.
+
+    python tests/gpu/bench_served.py --out nbs/bench/h200_served.json [--models Qwen3.5-27B] [--drafts bf16 fp8 fp8-head]
+        [--ks 3] [--batches 1 4 16 64] [--targets bf16 fp8]
+
+Each engine serves a text-only copy of a real checkpoint's config (`mtp_lit/data/configs`, verbatim `config.json`; the
+multimodal wrapper and M-RoPE sections dropped: for text tokens M-RoPE is RoPE) with random weights, torch.compile and
+CUDA graphs. Per engine (one target × draft × k), for each batch size B: B sequences of `--prompt` random token ids decode
+`--tokens` tokens (EOS ignored) twice, short and long; the difference over the difference in decode steps is the time of
+one decode step (the target's verify of k+1 tokens per sequence + the draft's k proposals + vLLM's scheduling). The
+draft's share is timed inside the worker: CUDA events around every call of the runner's proposer
+(`DraftInspector.mtp_lit_time_draft`), median over the long run's steps. Random weights accept almost no draft token, so
+every step emits one token per sequence; decode speed at a real acceptance length τ is τ / step time (the benchmark page).
+Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
+`fp8-head-window` (+ a 2048-token draft window). Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`)."""
+import argparse, json, os, subprocess, sys, tempfile, time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CONFIGS = ROOT / 'mtp_lit' / 'data' / 'configs'
+TEXT_ONLY = {'Qwen3_5ForConditionalGeneration': 'Qwen3_5ForCausalLM', 'Qwen3_5MoeForConditionalGeneration': 'Qwen3_5MoeForCausalLM'}
+DRAFTS = {'bf16': {}, 'fp8': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'},
+          'fp8-head': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'},
+          'fp8-head-window': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel', 'MTP_DRAFT_WINDOW': '2048'}}
+CAPTURE = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320]   # CUDA-graph batch sizes: every B × (k+1) of the sweep
+
+def served_dir(name: str, out: Path, head_rows: int = 0) -> Path:
+    """A weightless model directory vLLM serves with `--load-format dummy`: the text-only config of `CONFIGS/name.json`, and
+    with `head_rows` a draft vocabulary of the first `head_rows` token ids (ids only: no weights are read)."""
+    from safetensors.torch import save_file
+    import torch
+    full = json.loads((CONFIGS / f'{name}.json').read_text())
+    tc = dict(full.get('text_config', full))
+    tc['architectures'] = [TEXT_ONLY.get(a, a) for a in full['architectures']]
+    tc.setdefault('tie_word_embeddings', full.get('tie_word_embeddings', False))
+    rp = dict(tc.get('rope_parameters') or {})
+    for k in ('mrope_section', 'mrope_interleaved'): rp.pop(k, None)
+    if rp: tc['rope_parameters'] = rp
+    out.mkdir(parents=True, exist_ok=True)
+    if head_rows:
+        tc['mtp_lit'] = {'draft_vocab_size': head_rows, 'draft_vocab_file': 'draft_vocab.safetensors'}
+        from mtp_lit.draft_vocab import draft_vocab_tensor_names
+        save_file({draft_vocab_tensor_names(tc)[0]: torch.arange(head_rows, dtype=torch.int64)}, str(out / 'draft_vocab.safetensors'))
+    (out / 'config.json').write_text(json.dumps(tc, indent=1))
+    return out
+
+def _decode(llm, prompts, n):
+    "Wall seconds to decode `n` tokens for every prompt, and vLLM's spec-decode draft count over that call."
+    from vllm import SamplingParams
+    def drafts(): return sum(int(getattr(m, 'value', 0) or 0) for m in llm.get_metrics() if m.name == 'vllm:spec_decode_num_drafts')
+    d0, t0 = drafts(), time.perf_counter()
+    llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n, min_tokens=n, ignore_eos=True, detokenize=False), use_tqdm=False)
+    return time.perf_counter() - t0, drafts() - d0
+
+def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, tokens: int) -> dict:
+    "One engine (vLLM imported here): decode-step and draft-step times for each batch size; see the module docstring."
+    import torch
+    from statistics import median
+    from vllm import LLM
+    from vllm.inputs import TokensPrompt
+    B = max(batches)
+    args = dict(model=model, load_format='dummy', skip_tokenizer_init=True, dtype='bfloat16', seed=0, enable_prefix_caching=False,
+                max_model_len=prompt + 2 * tokens + 64, max_num_seqs=B, max_num_batched_tokens=max(2048, B * (k + 1)),
+                gpu_memory_utilization=float(os.environ.get('MTP_LIT_GPU_MEMORY', '0.9')), disable_log_stats=False,
+                compilation_config={'cudagraph_capture_sizes': [s for s in CAPTURE if s <= B * (k + 1)]},
+                worker_extension_cls='mtp_lit.demo.DraftInspector')
+    if k: args['speculative_config'] = {'method': 'mtp', 'num_speculative_tokens': k}
+    if target == 'fp8': args['quantization'] = 'fp8'
+    if not torch.cuda.is_available():   # vLLM CPU (a check of this script): eager, a small KV cache
+        args.update(enforce_eager=True); args.pop('compilation_config'); args.pop('gpu_memory_utilization')
+    t0 = time.perf_counter()
+    llm = LLM(**args)
+    res = {'start_s': round(time.perf_counter() - t0, 1), 'batches': {}}
+    if k:
+        d = llm.collective_rpc('mtp_lit_inspect_draft')[0]
+        res['draft'] = {'e4m3_params': sum(t == 'float8_e4m3fn' for t in d['param_dtypes'].values()), 'head_rows': d['head_rows'],
+                        'windows': sorted(set(d['attention_windows'].values()), key=str), 'linear_weight_bytes': d['linear_weight_bytes']}
+        llm.collective_rpc('mtp_lit_time_draft', args=('start',))
+    g = torch.Generator().manual_seed(0)
+    V = llm.llm_engine.model_config.get_vocab_size()
+    for b in batches:
+        ps = [TokensPrompt(prompt_token_ids=torch.randint(0, V, (prompt,), generator=g).tolist()) for _ in range(b)]
+        _decode(llm, ps, 8)   # warm-up: this batch size's graphs and Triton kernels
+        (ts, ds), (tl, dl) = _decode(llm, ps, 8), _decode(llm, ps, 8 + tokens)
+        row = {'decode_s': tl - ts}
+        if k:
+            calls = llm.collective_rpc('mtp_lit_time_draft', args=('read',))[0]
+            steps = (dl - ds) / b   # drafts are counted per sequence and step
+            row |= {'steps': steps, 'step_ms': 1e3 * (tl - ts) / steps, 'draft_ms': median(calls[-int(steps):]) if calls else None,
+                    'tokens_per_step': tokens / steps}
+        else: row |= {'steps': tokens, 'step_ms': 1e3 * (tl - ts) / tokens}
+        row['tokens_per_s'] = b * tokens / (tl - ts)
+        res['batches'][str(b)] = row
+        print(f'  B={b:3d} step {row["step_ms"]:.3f} ms' + (f', draft {row["draft_ms"]:.3f} ms' if row.get('draft_ms') else ''), flush=True)
+    return res
+
+def environment() -> dict:
+    import torch, vllm
+    p = torch.cuda.get_device_properties(0) if torch.cuda.is_available() else None
+    return {'torch': torch.__version__, 'vllm': vllm.__version__, 'device': p.name if p else 'cpu', 'cuda': torch.version.cuda,
+            'mode': 'torch.compile + CUDA graphs (vLLM defaults)' if p else 'eager (vLLM CPU)'}
+
+def _cuda() -> bool:
+    from mtp_lit.demo import _has_cuda
+    return _has_cuda()
+
+def _one(argv):
+    "Subprocess entry: `bench_served.py --one SPEC.json OUT.json`."
+    spec = json.loads(Path(argv[0]).read_text())
+    env = spec.pop('env')
+    if not _cuda():
+        from mtp_lit.demo import CPU_ENV
+        env = CPU_ENV | env
+    os.environ.update(env)
+    Path(argv[1]).write_text(json.dumps(engine_bench(**spec)))
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--out', required=True)
+    ap.add_argument('--work', default=None)
+    ap.add_argument('--models', nargs='*', default=['Qwen3.5-27B', 'Qwen3.5-35B-A3B'])
+    ap.add_argument('--targets', nargs='*', default=['bf16'])
+    ap.add_argument('--drafts', nargs='*', default=list(DRAFTS))
+    ap.add_argument('--ks', nargs='*', type=int, default=[3])
+    ap.add_argument('--plain', action='store_true', help='also the target alone (k = 0)')
+    ap.add_argument('--batches', nargs='*', type=int, default=[1, 4, 16, 64])
+    ap.add_argument('--prompt', type=int, default=1024, help='prompt tokens per sequence')
+    ap.add_argument('--tokens', type=int, default=64, help='decoded tokens per sequence in the timed difference')
+    ap.add_argument('--head-rows', type=int, default=40960)
+    ap.add_argument('--config-dir', default=None, help='read configs from here instead of mtp_lit/data/configs (tests)')
+    a = ap.parse_args(argv)
+    global CONFIGS
+    if a.config_dir: CONFIGS = Path(a.config_dir)
+    work = Path(a.work or tempfile.mkdtemp(prefix='mtp_lit_bench_'))
+    out = Path(a.out)
+    rec = json.loads(out.read_text()) if out.exists() else {'runs': {}}
+    rec['environment'] = environment()
+    runs = [(m, t, 'plain', 0) for m in a.models for t in a.targets] if a.plain else []
+    runs += [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks]
+    for m, t, d, k in runs:
+        name = f'{m}/{t}-target/{d}/k{k}'
+        mdir = served_dir(m, work / f'{m}-head' if 'head' in d else work / m, a.head_rows if 'head' in d else 0)
+        spec = dict(model=str(mdir), k=k, target=t, batches=a.batches, prompt=a.prompt, tokens=a.tokens, env=DRAFTS.get(d, {}))
+        sp, op = work / f'{name.replace("/", "--")}.spec.json', work / f'{name.replace("/", "--")}.out.json'
+        sp.write_text(json.dumps(spec))
+        print(name, flush=True)
+        t0 = time.time()
+        p = subprocess.run([sys.executable, __file__, '--one', str(sp), str(op)], capture_output=True, text=True)
+        if p.returncode or not op.exists():
+            rec['runs'][name] = {'error': (p.stderr or p.stdout)[-3000:]}
+            print('  ERROR', (p.stderr or '')[-1500:], flush=True)
+        else:
+            rec['runs'][name] = json.loads(op.read_text()) | {'total_s': round(time.time() - t0, 1)}
+            print(f"  start {rec['runs'][name]['start_s']} s, total {time.time() - t0:.0f} s", flush=True)
+        rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rec, indent=1))
+
+if __name__ == '__main__':
+    if sys.argv[1:2] == ['--one']: _one(sys.argv[2:])
+    else: main()

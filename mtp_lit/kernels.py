@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'scale_mode', 'dequantize', 'quantize_act_groups', 'reference_linear',
-           'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'tuned_table', 'select_config',
-           'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax',
-           'moe_linear', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op', 'time_graph', 'candidate_configs',
-           'precompile', 'tune_fp8_linear']
+           'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'fit_block_k', 'tuned_table',
+           'select_config', 'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul', 'fp8_linear',
+           'fp8_linear_argmax', 'moe_linear', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op', 'time_graph',
+           'candidate_configs', 'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -146,6 +146,14 @@ def default_config(M, N, K, mode='channel', num_sms=132):
     while tiles * split < 2 * num_sms and K // (2 * split) >= 4 * BK and split < 8: split *= 2
     return KernelConfig(BN=BN, BK=BK, SPLIT_K=split, A8=False, WCVT=2, SWAP=swap, num_warps=4, num_stages=4)
 
+def fit_block_k(cfg: KernelConfig, block_k: int) -> KernelConfig:
+    """`cfg` with BK halved until it divides `block_k`, the columns of one block scale: the kernels read one scale per BK
+    step. Raises `ValueError` when no power-of-two BK >= 16 divides it."""
+    bk = cfg.BK
+    while bk > 16 and block_k % bk: bk //= 2
+    if block_k % bk: raise ValueError(f"block scales {block_k} columns wide: the Triton kernels need a power-of-two BK >= 16 dividing {block_k}")
+    return cfg if bk == cfg.BK else KernelConfig(**(asdict(cfg) | {'BK': bk}))
+
 _TABLE_FILE = Path(importlib.util.find_spec('mtp_lit').origin).parent / 'data' / 'fp8_linear_h200.json'
 
 @functools.cache
@@ -157,13 +165,14 @@ def tuned_table(path=None):
     d = json.loads(p.read_text())
     return {k: KernelConfig(**v) for k, v in d['configs'].items()}
 
-def select_config(M, N, K, mode='channel', table=None, num_sms=None, use=''):
+def select_config(M, N, K, mode='channel', table=None, num_sms=None, use='', block_k=128):
     """The config for an [M, K] x [N, K]^T FP8 linear from the tuned table: the entry for (N, K, mode, M bucket), else
     the nearest tuned bucket of that shape (the smallest above M, else the largest below), else `default_config`.
     use: how the output is taken, as `tune_fp8_linear` times it: '' (a new tensor), 'acc' (added into a float32
     `out`, so split-K needs no zero-fill or cast), 'acc+silu', 'silu'. For a use, the order is: the exact bucket tuned
     for that use (key 'N,K,mode,M bucket,use'), the exact plain bucket, the nearest bucket for that use, the nearest
-    plain bucket. Raises ValueError for another use."""
+    plain bucket. Block scales (`block_k` columns each) take only a config whose BK divides `block_k`, else the default
+    fitted to it (`fit_block_k`). Raises ValueError for another use."""
     if use not in USES: raise ValueError(f"use must be one of {USES}, got {use!r}")
     t = tuned_table() if table is None else table
     pre = f'{N},{K},{mode},'
@@ -174,8 +183,9 @@ def select_config(M, N, K, mode='channel', table=None, num_sms=None, use=''):
         return t[f'{pre}{next((b for b in bs if b >= M), bs[-1])}' + (f',{u}' if u else '')] if bs else None
     uses = (use, '') if use else ('',)
     for c in itertools.chain((exact(u) for u in uses), (nearest(u) for u in uses)):  # lazily: the first hit ends it
-        if c is not None and (mode != 'block' or 128 % c.BK == 0): return c
-    return default_config(M, N, K, mode, num_sms or _num_sms())
+        if c is not None and (mode != 'block' or block_k % c.BK == 0): return c
+    c = default_config(M, N, K, mode, num_sms or _num_sms())
+    return fit_block_k(c, block_k) if mode == 'block' else c
 
 # %% ../nbs/13_kernels.ipynb #4f24c6ef
 def triton_unavailable(device) -> str | None:
@@ -296,7 +306,7 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     M = x2.shape[0]
     r2 = None if residual is None else residual.reshape(M, N)
     o2 = None if out is None else out.view(M, N)
-    cfg = config or select_config(M, N, K, mode, use=linear_use(out is not None, act))
+    cfg = config or select_config(M, N, K, mode, use=linear_use(out is not None, act), block_k=block_size[1])
     y = _launch_linear(x2, qweight, scale, bias, r2, o2, act, mode, cfg, block_size, pdl=pdl)
     return out if out is not None else y.reshape(*lead, N)
 
@@ -315,7 +325,7 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
     x2, lead = _triton_rows(x, qweight, backend)
     N, K = qweight.shape
     M = x2.shape[0]
-    cfg = config or select_config(M, N, K, mode)
+    cfg = config or select_config(M, N, K, mode, block_k=block_size[1])
     nt = math.ceil(N / cfg.BN)
     pv = torch.empty(M, nt, device=x.device, dtype=torch.float32)
     pi = torch.empty(M, nt, device=x.device, dtype=torch.int32)
@@ -415,6 +425,9 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
     if N * K >= 2 ** 31: raise ValueError("one expert's weight has >= 2**31 elements")
     tk = _tk()
     cfg = config or KernelConfig(BN=64, BK=128 if mode == 'block' else 256, WCVT=2, SWAP=False, num_stages=3)
+    if mode == 'block':
+        if config is None: cfg = fit_block_k(cfg, block_size[1])
+        elif block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
     x2 = x.reshape(-1, Kx).contiguous()
     ids = topk_ids.to(torch.int32).contiguous()
     out = torch.empty(M * top_k, N, device=x.device, dtype=x.dtype)

@@ -3,8 +3,8 @@
     python tests/gpu/bench_served.py --out nbs/bench/h200_served.json [--models Qwen3.5-27B] [--drafts bf16 fp8 fp8-head]
         [--ks 3] [--batches 1 4 16 64] [--targets bf16 fp8]
 
-Each engine serves a text-only copy of a real checkpoint's config (`mtp_lit/data/configs`, verbatim `config.json`; the
-multimodal wrapper and M-RoPE sections dropped: for text tokens M-RoPE is RoPE) with random weights, torch.compile and
+Each engine serves a real checkpoint's `config.json` (`mtp_lit/data/configs`, verbatim; the multimodal Qwen3.5 classes
+with `language_model_only`, Gated DeltaNet prefill by vLLM's Triton kernels) with random weights, torch.compile and
 CUDA graphs. Per engine (one target × draft × k), for each batch size B: B sequences of `--prompt` random token ids decode
 `--tokens` tokens (EOS ignored) twice, short and long; the difference over the difference in decode steps is the time of
 one decode step (the target's verify of k+1 tokens per sequence + the draft's k proposals + vLLM's scheduling). The
@@ -19,24 +19,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CONFIGS = ROOT / 'mtp_lit' / 'data' / 'configs'
-TEXT_ONLY = {'Qwen3_5ForConditionalGeneration': 'Qwen3_5ForCausalLM', 'Qwen3_5MoeForConditionalGeneration': 'Qwen3_5MoeForCausalLM'}
 DRAFTS = {'bf16': {}, 'fp8': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'},
           'fp8-head': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'},
           'fp8-head-window': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel', 'MTP_DRAFT_WINDOW': '2048'}}
 CAPTURE = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320]   # CUDA-graph batch sizes: every B × (k+1) of the sweep
 
 def served_dir(name: str, out: Path, head_rows: int = 0) -> Path:
-    """A weightless model directory vLLM serves with `--load-format dummy`: the text-only config of `CONFIGS/name.json`, and
-    with `head_rows` a draft vocabulary of the first `head_rows` token ids (ids only: no weights are read)."""
+    """A weightless model directory vLLM serves with `--load-format dummy`: the config of `CONFIGS/name.json` as the
+    checkpoint has it, and with `head_rows` a draft vocabulary of the first `head_rows` token ids (ids only: no weights are read)."""
     from safetensors.torch import save_file
     import torch
-    full = json.loads((CONFIGS / f'{name}.json').read_text())
-    tc = dict(full.get('text_config', full))
-    tc['architectures'] = [TEXT_ONLY.get(a, a) for a in full['architectures']]
-    tc.setdefault('tie_word_embeddings', full.get('tie_word_embeddings', False))
-    rp = dict(tc.get('rope_parameters') or {})
-    for k in ('mrope_section', 'mrope_interleaved'): rp.pop(k, None)
-    if rp: tc['rope_parameters'] = rp
+    tc = json.loads((CONFIGS / f'{name}.json').read_text())
     out.mkdir(parents=True, exist_ok=True)
     if head_rows:
         tc['mtp_lit'] = {'draft_vocab_size': head_rows, 'draft_vocab_file': 'draft_vocab.safetensors'}
@@ -50,7 +43,7 @@ def _decode(llm, prompts, n):
     from vllm import SamplingParams
     def drafts(): return sum(int(getattr(m, 'value', 0) or 0) for m in llm.get_metrics() if m.name == 'vllm:spec_decode_num_drafts')
     d0, t0 = drafts(), time.perf_counter()
-    llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n, min_tokens=n, ignore_eos=True, detokenize=False), use_tqdm=False)
+    llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True, detokenize=False), use_tqdm=False)
     return time.perf_counter() - t0, drafts() - d0
 
 def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, tokens: int) -> dict:
@@ -65,6 +58,10 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
                 gpu_memory_utilization=float(os.environ.get('MTP_LIT_GPU_MEMORY', '0.9')), disable_log_stats=False,
                 compilation_config={'cudagraph_capture_sizes': [s for s in CAPTURE if s <= B * (k + 1)]},
                 worker_extension_cls='mtp_lit.demo.DraftInspector')
+    cfg = json.loads((Path(model) / 'config.json').read_text())
+    if 'vision_config' in cfg: args['language_model_only'] = True   # text decoding: no vision tower, no processor
+    if torch.cuda.is_available() and 'linear_attention' in (cfg.get('text_config', cfg).get('layer_types') or ()):
+        args['gdn_prefill_backend'] = 'triton'   # Gated DeltaNet prefill without FlashInfer (not in the GPU image here)
     if k: args['speculative_config'] = {'method': 'mtp', 'num_speculative_tokens': k}
     if target == 'fp8': args['quantization'] = 'fp8'
     if not torch.cuda.is_available():   # vLLM CPU (a check of this script): eager, a small KV cache
@@ -99,7 +96,8 @@ def environment() -> dict:
     import torch, vllm
     p = torch.cuda.get_device_properties(0) if torch.cuda.is_available() else None
     return {'torch': torch.__version__, 'vllm': vllm.__version__, 'device': p.name if p else 'cpu', 'cuda': torch.version.cuda,
-            'mode': 'torch.compile + CUDA graphs (vLLM defaults)' if p else 'eager (vLLM CPU)'}
+            'mode': 'torch.compile + CUDA graphs (vLLM defaults)' if p else 'eager (vLLM CPU)',
+            'VLLM_USE_V2_MODEL_RUNNER': os.environ.get('VLLM_USE_V2_MODEL_RUNNER')}
 
 def _cuda() -> bool:
     from mtp_lit.demo import _has_cuda
@@ -137,19 +135,24 @@ def main(argv=None):
     rec = json.loads(out.read_text()) if out.exists() else {'runs': {}}
     rec['environment'] = environment()
     runs = [(m, t, 'plain', 0) for m in a.models for t in a.targets] if a.plain else []
-    runs += [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks]
+    runs = [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks] + runs
     for m, t, d, k in runs:
         name = f'{m}/{t}-target/{d}/k{k}'
         mdir = served_dir(m, work / f'{m}-head' if 'head' in d else work / m, a.head_rows if 'head' in d else 0)
-        spec = dict(model=str(mdir), k=k, target=t, batches=a.batches, prompt=a.prompt, tokens=a.tokens, env=DRAFTS.get(d, {}))
+        cache = {'VLLM_CACHE_ROOT': str(work / 'vllm-cache' / name.replace('/', '--'))}   # each engine compiles afresh: no artifact of another run
+        spec = dict(model=str(mdir), k=k, target=t, batches=a.batches, prompt=a.prompt, tokens=a.tokens, env=DRAFTS.get(d, {}) | cache)
         sp, op = work / f'{name.replace("/", "--")}.spec.json', work / f'{name.replace("/", "--")}.out.json'
         sp.write_text(json.dumps(spec))
         print(name, flush=True)
         t0 = time.time()
         p = subprocess.run([sys.executable, __file__, '--one', str(sp), str(op)], capture_output=True, text=True)
+        log = work / 'logs' / f'{name.replace("/", "--")}.log'
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(p.stdout + p.stderr)
         if p.returncode or not op.exists():
-            rec['runs'][name] = {'error': (p.stderr or p.stdout)[-3000:]}
-            print('  ERROR', (p.stderr or '')[-1500:], flush=True)
+            from mtp_lit.demo import root_cause
+            rec['runs'][name] = {'error': root_cause(p.stdout + p.stderr), 'log': str(log)}
+            print('  ERROR', rec['runs'][name]['error'][:1500], flush=True)
         else:
             rec['runs'][name] = json.loads(op.read_text()) | {'total_s': round(time.time() - t0, 1)}
             print(f"  start {rec['runs'][name]['start_s']} s, total {time.time() - t0:.0f} s", flush=True)

@@ -124,10 +124,12 @@ def summarize(results: dict) -> dict:
         out[name] = row
     return out
 
-def reference_tau(embedded=EMBEDDED, heads: dict | None = None) -> dict:
+def reference_tau(embedded=EMBEDDED, heads: dict | None = None, texts: dict | None = None) -> dict:
     """τ of mtp_lit's plain-torch reference (`mtp_lit.train`, BF16) on the matrix's prompts, on this machine's device:
     {checkpoint: τ}, and {checkpoint + '/head': τ} with the draft's logits restricted to the K ids of `heads[checkpoint]`
-    (a truncated-head variant directory). What the checkpoint's own weights give, whatever engine serves them."""
+    (a truncated-head variant directory). The texts drafted are `texts[checkpoint]` (per prompt, the token ids an engine's
+    plain decoding produced: what the served drafts were verified against), else the reference's own greedy decoding.
+    What the checkpoint's own weights give on those texts, whatever engine serves them."""
     import torch
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
@@ -136,6 +138,7 @@ def reference_tau(embedded=EMBEDDED, heads: dict | None = None) -> dict:
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
     out = {}
     for ck in embedded:
+        if texts is not None and ck not in texts: continue
         tok = Tokenizer.from_file(str(checkpoint_path(ck) / 'tokenizer.json'))
         m = load_checkpoint(checkpoint_path(ck), dtype=torch.bfloat16)[0].to(dev)
         ids = None
@@ -144,10 +147,10 @@ def reference_tau(embedded=EMBEDDED, heads: dict | None = None) -> dict:
         for key, keep in ((ck, None), (ck + '/head', ids)):
             if key != ck and keep is None: continue
             res = []
-            for p in demo_prompts(N_PROMPTS):
+            for i, p in enumerate(demo_prompts(N_PROMPTS)):
                 prompt = tok.encode(p).ids
                 with torch.no_grad():
-                    gen = greedy_generate(m, prompt, N_TOKENS, 0)
+                    gen = texts[ck][i] if texts is not None else greedy_generate(m, prompt, N_TOKENS, 0)
                     s = torch.tensor([prompt + gen], device=dev)
                     h, _ = m(s[:, :-1])
                     logits, _ = m.mtp_chain(s[:, 1:], h, K)
@@ -162,6 +165,25 @@ def reference_tau(embedded=EMBEDDED, heads: dict | None = None) -> dict:
                     acc.append(a); n += a + 1
                 res.append({'accepted': acc})
             out[key] = acceptance_stats(res, K)['mean_acceptance_length']
+    return out
+
+WINDOWED = {'window': 'bf16', 'fp8-head-window': 'fp8-head'}   # a windowed run -> its twin without the window
+
+def held_to(record: dict, cpu_runs: dict) -> dict:
+    """{run: (τ, the τ it is held to)} for every MTP run of an embedded checkpoint in a matrix `record`. Devices break
+    near-ties of the target's logits differently, so their plain texts differ, and τ with them; on the same texts the
+    weights decide. So a run is held to mtp_lit's plain-torch reference drafting this record's plain texts
+    (`reference_on_plain`; its truncated-head figure for a head run); a windowed run, which has no reference, to its twin's τ
+    times the window's ratio on vLLM CPU (`cpu_runs`, `nbs/results/serve_cpu.json`)."""
+    def tau(r): return r['acceptance']['mean_acceptance_length']
+    ref, out = record['reference_on_plain'], {}
+    for n, r in record['runs'].items():
+        ck, run = n.split('/')[0], n.split('/')[-1]
+        if ck not in ref or not r.get('k') or 'acceptance' not in r: continue
+        if run in WINDOWED:
+            twin = f'{ck}/{WINDOWED[run]}'
+            out[n] = tau(r), tau(record['runs'][twin]) * tau(cpu_runs[n]) / tau(cpu_runs[twin])
+        else: out[n] = tau(r), ref[f'{ck}/head' if 'head' in run else ck]
     return out
 
 def environment() -> dict:
@@ -198,13 +220,14 @@ def main(argv=None):
     env, earlier = environment(), {}
     ref = reference_tau(emb, {c: ck[f'{c}/head'] for c in emb}) if emb else {}
     for f in a.merge: earlier.update(json.loads(Path(f).read_text())['runs'])
-    def write(res):
-        runs = {**earlier, **summarize(res)}
-        Path(a.out).write_text(json.dumps({'environment': env, 'wall_s': round(time.time() - t0), 'reference': ref, 'runs': runs},
-                                          indent=1) + '\n')
+    def write(res, on_plain=None):
+        rec = {'environment': env, 'wall_s': round(time.time() - t0), 'reference': ref, 'runs': {**earlier, **summarize(res)}}
+        if on_plain: rec['reference_on_plain'] = on_plain
+        Path(a.out).write_text(json.dumps(rec, indent=1) + '\n')
     todo = [s for s in specs(ck, emb, fams) if a.runs is None or any(r in s.name for r in a.runs)]
     res = run_all(todo, work / 'logs', a.parallel, on_result=write)
-    write(res)
+    texts = {c: res[f'{c}/plain']['tokens'] for c in emb if 'tokens' in res.get(f'{c}/plain', {})}
+    write(res, reference_tau(emb, {c: ck[f'{c}/head'] for c in emb}, texts) if texts else None)
     print(f'wrote {a.out} ({time.time() - t0:.0f} s)')
     return res
 

@@ -1,0 +1,25 @@
+"""The in-vLLM benchmark (`tests/gpu/bench_served.py`) on vLLM CPU: random weights (`--load-format dummy`) with the FP8
+draft, a truncated draft head and a draft window at once; the worker times the draft's proposals."""
+import json, shutil, sys
+from pathlib import Path
+import pytest
+from mtp_lit.model import checkpoint_path
+
+pytestmark = pytest.mark.vllm
+sys.path.insert(0, str(Path(__file__).parent / 'gpu'))
+
+def test_dummy_weights_with_every_draft_option(tmp_path):
+    import bench_served as bs
+    cfgs = tmp_path / 'configs'; cfgs.mkdir()
+    shutil.copy(checkpoint_path('qwen3_5-tiny') / 'config.json', cfgs / 'tiny.json')
+    out = tmp_path / 'bench.json'
+    bs.main(['--out', str(out), '--work', str(tmp_path / 'work'), '--config-dir', str(cfgs), '--models', 'tiny',
+             '--drafts', 'fp8-head-window', '--batches', '1', '2', '--prompt', '32', '--tokens', '8', '--head-rows', '1024'])
+    r = json.loads(out.read_text())['runs']['tiny/bf16-target/fp8-head-window/k3']
+    assert 'error' not in r, r.get('error')
+    assert r['draft']['head_rows'] == {'draft_lm_head': 1024} and r['draft']['windows'] == [2048]
+    assert r['draft']['e4m3_params'] == 6   # fc, qkv, o, gate_up, down and the 1024-row head
+    for b in ('1', '2'):
+        row = r['batches'][b]
+        assert 1 <= row['tokens_per_step'] < 1.5   # random weights: (almost) no draft token accepted
+        assert 0 < row['draft_ms'] < row['step_ms']

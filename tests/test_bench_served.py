@@ -10,8 +10,8 @@ sys.path.insert(0, str(Path(__file__).parent / 'gpu'))
 
 def test_dummy_weights_with_every_draft_option(tmp_path):
     import bench_served as bs
-    cfgs = tmp_path / 'configs'; cfgs.mkdir()
-    shutil.copy(checkpoint_path('qwen3_5-tiny') / 'config.json', cfgs / 'tiny.json')
+    cfgs = tmp_path / 'configs'; (cfgs / 'tiny').mkdir(parents=True)
+    shutil.copy(checkpoint_path('qwen3_5-tiny') / 'config.json', cfgs / 'tiny')
     out = tmp_path / 'bench.json'
     bs.main(['--out', str(out), '--work', str(tmp_path / 'work'), '--config-dir', str(cfgs), '--models', 'tiny',
              '--drafts', 'fp8-head-window', '--batches', '1', '2', '--prompt', '32', '--tokens', '8', '--head-rows', '1024'])

@@ -3,7 +3,7 @@
     python tests/gpu/bench_served.py --out nbs/bench/h200_served.json [--models Qwen3.5-27B] [--drafts bf16 fp8 fp8-head]
         [--ks 3] [--batches 1 4 16 64] [--targets bf16 fp8]
 
-Each engine serves a real checkpoint's `config.json` (`mtp_lit/data/configs`, verbatim; the multimodal Qwen3.5 classes
+Each engine serves a real checkpoint's `config.json` (`tests/fixtures/checkpoints`, verbatim; the multimodal Qwen3.5 classes
 with `language_model_only`, Gated DeltaNet prefill by vLLM's Triton kernels) with random weights, torch.compile and
 CUDA graphs. Per engine (one target × draft × k), for each batch size B: B sequences of `--prompt` random token ids decode
 `--tokens` tokens (EOS ignored) twice, short and long; the difference over the difference in decode steps is the time of
@@ -18,18 +18,18 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-CONFIGS = ROOT / 'mtp_lit' / 'data' / 'configs'
+CONFIGS = ROOT / 'tests' / 'fixtures' / 'checkpoints'   # real checkpoints' metadata: NAME/config.json
 DRAFTS = {'bf16': {}, 'fp8': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'},
           'fp8-head': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'},
           'fp8-head-window': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel', 'MTP_DRAFT_WINDOW': '2048'}}
 CAPTURE = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320]   # CUDA-graph batch sizes: every B × (k+1) of the sweep
 
 def served_dir(name: str, out: Path, head_rows: int = 0) -> Path:
-    """A weightless model directory vLLM serves with `--load-format dummy`: the config of `CONFIGS/name.json` as the
+    """A weightless model directory vLLM serves with `--load-format dummy`: `CONFIGS/name/config.json` as the
     checkpoint has it, and with `head_rows` a draft vocabulary of the first `head_rows` token ids (ids only: no weights are read)."""
     from safetensors.torch import save_file
     import torch
-    tc = json.loads((CONFIGS / f'{name}.json').read_text())
+    tc = json.loads((CONFIGS / name / 'config.json').read_text())
     out.mkdir(parents=True, exist_ok=True)
     if head_rows:
         tc['mtp_lit'] = {'draft_vocab_size': head_rows, 'draft_vocab_file': 'draft_vocab.safetensors'}
@@ -126,7 +126,7 @@ def main(argv=None):
     ap.add_argument('--prompt', type=int, default=1024, help='prompt tokens per sequence')
     ap.add_argument('--tokens', type=int, default=64, help='decoded tokens per sequence in the timed difference')
     ap.add_argument('--head-rows', type=int, default=40960)
-    ap.add_argument('--config-dir', default=None, help='read configs from here instead of mtp_lit/data/configs (tests)')
+    ap.add_argument('--config-dir', default=None, help='read NAME/config.json from here instead of tests/fixtures/checkpoints')
     a = ap.parse_args(argv)
     global CONFIGS
     if a.config_dir: CONFIGS = Path(a.config_dir)

@@ -64,6 +64,19 @@ class Family:
     shared_expert: str     # module name of the shared expert(s) ('' if none)
     head: str              # layer-relative checkpoint name of the draft's own head ('' = shares the target's lm_head)
     head_quant: str        # quant prefix of the draft's head module (relative to quant_layer, or absolute 'lm_head')
+    extended: bool = True  # mtp_lit serves this family's draft class with its options (`mtp_lit.plugin.DRAFTS`)
+
+    @property
+    def vllm_module(self) -> str: return 'vllm.model_executor.models.' + self.vllm_file.removesuffix('.py')
+    @property
+    def window(self) -> bool: return self.attn != 'mla'   # the draft's attention is vLLM's `Attention`: a sliding window applies
+    @property
+    def keep_unquantized(self) -> tuple:   # vLLM module suffixes kept BF16 under an FP8 draft: router gates, MLA's kv_b_proj
+        return ('.gate',) + (('kv_b_proj',) if self.attn == 'mla' else ('.shared_expert_gate',))
+    @property
+    def plain_linears(self) -> tuple: return () if self.fc_quantizable else (self.fc,)   # vLLM builds these as torch nn.Linear
+    @property
+    def head_norm(self) -> bool: return bool(self.head)   # the draft's own head applies `shared_head.norm` first
 
 _Q35 = dict(vllm_file='qwen3_5_mtp.py', count_keys=('mtp_num_hidden_layers',), count_default=1, ckpt_layer='mtp.layers.{i}',
             ckpt_globals=('mtp.fc', 'mtp.norm', 'mtp.pre_fc_norm_embedding', 'mtp.pre_fc_norm_hidden'), param_layer='model.layers.{i}',
@@ -89,7 +102,7 @@ FAMILIES = (
            'input_proj', False, 'qkv', 'never', '', '', 'lm_head'),
     Family('mimo_v2', ('mimo_v2', 'mimo_v2_flash', 'mimo_v2_mtp'), ('MiMoV2FlashForCausalLM', 'MiMoV2ForCausalLM', 'MiMoV2MTPModel'),
            'MiMoV2MTP', 'MiMoV2MTPModel', 'mimo_v2_mtp.py', ('num_nextn_predict_layers',), 1, 'model.mtp.layers.{i}', (),
-           'model.mtp.layers.{i}', 'model.mtp.layers.{i}', True, 'eh_proj', False, 'qkv', 'never', '', '', 'lm_head'),
+           'model.mtp.layers.{i}', 'model.mtp.layers.{i}', True, 'eh_proj', False, 'qkv', 'never', '', '', 'lm_head', extended=False),
 )
 
 # %% ../nbs/02_layouts.ipynb #d8947c02

@@ -70,7 +70,7 @@ def __getattr__(name):
 
 def _key_of_class(name):
     "The registry key whose draft class is called `name` (classes keep their vLLM name, e.g. DeepSeekMTP for DeepSeekMTPModel)."
-    return next((k for k, r in DRAFTS.items() if r.cls == name), None) or next((k for k, (_, c) in _PASSTHROUGH.items() if c == name), None)
+    return next((k for k, r in DRAFTS.items() if r.draft_class == name), None) or next((k for k, (_, c) in _PASSTHROUGH.items() if c == name), None)
 
 def make_passthrough_class(key: str) -> type:
     """vLLM's own draft class for `key` (an MTP draft mtp_lit has no `DRAFTS` row for), unchanged but for one warning in

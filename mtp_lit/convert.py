@@ -37,7 +37,7 @@ def fp8_target(name: str, shape, dtype, config, experts: bool = True) -> str | N
     """'linear' / 'experts' when `quantize` stores checkpoint tensor `name` (`shape`, safetensors `dtype`) in FP8 for a
     checkpoint with `config` (config.json dict or `DraftLayout`), else None: a draft tensor (`layouts.classify_tensor`)
     whose role is in `QUANT_ROLES` (routed experts only if `experts`), not a scale, not a module its family keeps in BF16
-    (`Family.keep_unquantized`: MLA's `kv_b_proj`), of an FP8 weight's shape (`mtp_linear_kind`). Raises ValueError (from `layouts`) for a config of an unknown MTP family."""
+    (its row's keep_unquantized: MLA's `kv_b_proj`), of an FP8 weight's shape (`mtp_linear_kind`). Raises ValueError (from `layouts`) for a config of an unknown MTP family."""
     lay = config if isinstance(config, DraftLayout) else draft_layout(config)
     ti = classify_tensor(name, shape, dtype, lay)
     if not ti.is_draft or ti.is_scale or ti.role not in QUANT_ROLES: return None
@@ -419,7 +419,7 @@ def check_draft(src, tensors: dict, cfg: dict, readers=None) -> None:
     """Refuse to convert checkpoint `src` when its MTP draft is broken, before anything is written.
 
     `tensors`: `checkpoint_tensors(src)[0]`; `cfg`: its config.json dict. Raises `ValueError`, naming the tensor and its
-    file (or the config field), for: a family mtp_lit does not extend (`Family.extended`: the result could not
+    file (or the config field), for: a family mtp_lit does not extend (its row's extended: the result could not
     be served); a gap of kind `BROKEN_GAPS` found by `layouts.find_gaps` (a draft module without tensors, a scale without
     its weight, a quantized weight without its scale, block scales that do not tile the weight, an unpacked draft weight
     whose shape differs from the one config.json implies); NaN/inf in a draft norm, router, bias or scale, or a float32

@@ -7,10 +7,10 @@ __all__ = ['write_header_only', 'checkpoint_tensors', 'read_quant_config', 'make
            'inspect_checkpoint', 'format_report', 'inspect_cli']
 
 # %% ../nbs/03_inspect.ipynb #f7e8aa10
-import argparse, json, math, sys, time
+import argparse, dataclasses, json, math, sys, time
 from collections import Counter
 from pathlib import Path
-from .layouts import (DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
+from .layouts import (weight_mtp_layers, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
                              find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
 from .ckpt_io import MAX_HEADER_BYTES, TensorOut, read_safetensors_header, write_safetensors
 
@@ -152,6 +152,15 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
         tensors = {**_target_tensors(config), **{w['name']: (tuple(w['shape']), w['dtype']) for w in synth_mtp_weights(lay)}}
         stats = {'files': 0, 'tensors': 0, 'header_bytes': 0, 'data_bytes': 0}
     config_only = stats['files'] == 0
+    in_weights, key = [] if config_only else weight_mtp_layers(tensors, lay), next((k for k in fam.count_keys if tc.get(k) is not None), None)
+    note = None
+    if in_weights and max(in_weights) + 1 != lay.num_mtp_layers:
+        kw = max(in_weights) + 1
+        if key is None:   # the config states no count: describe what the weights hold
+            note = (f"config.json has no {'/'.join(fam.count_keys)}: vLLM builds {lay.num_mtp_layers} MTP layer(s) (its default), the weights "
+                    f"hold {kw} ({lay.ckpt_prefix(0)} .. {lay.ckpt_prefix(kw - 1)}); set {fam.count_keys[0]}={kw} to draft with all of them")
+            lay = dataclasses.replace(lay, num_mtp_layers=kw)
+        else: note = f"config.json {key}={lay.num_mtp_layers} (what vLLM builds), but the weights hold {kw} MTP layers"
     infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if is_draft_tensor(n, lay)]
     qs = quant_scheme(qc); qr = remap_exclusions(qc, lay)
     gaps = [] if config_only else find_gaps(lay, qc, tensors); fixed = apply_gap_fixes(qr, gaps)
@@ -170,7 +179,8 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
     return {
         'path': str(p), 'config_only': config_only, 'mtp_lit': _plugin_view(p, fam.registry_key), 'family': fam.name, 'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file,
         'num_hidden_layers': lay.num_hidden_layers, 'mtp_layers': lay.num_mtp_layers,
-        'mtp_count_key': next((k for k in fam.count_keys if tc.get(k) is not None), f'default {fam.count_default}'),
+        'mtp_count_key': key or ('from the weights' if note else f'default {fam.count_default}'), 'mtp_layers_in_weights': (max(in_weights) + 1) if in_weights else None,
+        'mtp_layers_note': note,
         'layers': layers, 'draft_globals': sorted({t.module for t in infos if t.mtp_index is None}),
         'draft_tensors': len(infos), 'expert_layout': {str(k): v for k, v in expert_layouts(tensors, lay).items()},
         'num_experts': lay.num_experts if lay.is_moe(0) else None, 'dtypes': dict(Counter(t.dtype for t in infos).most_common()),
@@ -195,6 +205,7 @@ def format_report(r: dict) -> str:
                    f"read {rd['header_bytes']:,} header bytes in {rd['seconds'] * 1e3:.0f} ms)")
     out.append(f"family       {r['family']}  ->  vLLM {r['vllm_draft']} ({r['vllm_registry_key']}, {r['vllm_file']})")
     out.append(f"MTP layers   {r['mtp_layers']} ({r['mtp_count_key']}), after N = {r['num_hidden_layers']} target layers; {r['draft_tensors']} draft tensors")
+    if r.get('mtp_layers_note'): out.append(f"  note       {r['mtp_layers_note']}")
     for l in r['layers']:
         out.append(f"  layer {l['index']}    {l['checkpoint']}.* ({l['tensors']} tensors) -> vLLM params {l['vllm_params']}, quant prefix {l['vllm_quant_prefix']}")
     if r['draft_globals']: out.append(f"  outside    {', '.join(r['draft_globals'])}")

@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = ['DTYPE_BITS', 'FLOAT_DTYPES', 'QUANT_DTYPES', 'FAMILIES', 'EXCLUSION_KEYS', 'normalize_dtype', 'tensor_nbytes',
            'Family', 'text_config', 'detect_family', 'DraftLayout', 'draft_layout', 'mtp_layer_prefixes',
-           'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor', 'expert_layout', 'expert_layouts',
-           'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions', 'QuantScheme', 'quant_scheme',
-           'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes', 'ue8m0_view']
+           'weight_mtp_layers', 'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor', 'expert_layout',
+           'expert_layouts', 'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions', 'QuantScheme',
+           'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes', 'ue8m0_view']
 
 # %% ../nbs/02_layouts.ipynb #7295e234
 import copy, fnmatch, math, re
@@ -188,6 +188,21 @@ def mtp_layer_prefixes(config) -> list[str]:
     "Checkpoint prefixes of the k MTP layers (no trailing dot): `['mtp.layers.0']`, `['model.layers.61']`, `['model.mtp_layers.0']`."
     lay = draft_layout(config)
     return [lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)]
+
+def weight_mtp_layers(names, config) -> list[int]:
+    """The MTP layer indices i (sorted) that the checkpoint tensor `names` hold for the family of `config` (dict or
+    `DraftLayout`): names under its layer prefix (`mtp.layers.{i}`, `model.layers.{N+i}`, `model.mtp_layers.{i}`), read
+    from the weights, not from the config's count."""
+    lay = draft_layout(config)
+    pat = re.compile('^' + re.escape(lay.family.ckpt_layer).replace(r'\{i\}', r'(?P<i>\d+)').replace(r'\{n\}', r'(?P<n>\d+)') + r'\.')
+    found = set()
+    for name in names:
+        m = pat.match(name)
+        if m is None: continue
+        i = int(m['i']) if m.groupdict().get('i') is not None else int(m['n']) - lay.num_hidden_layers
+        if i >= 0: found.add(i)
+    return sorted(found)
+
 
 # %% ../nbs/02_layouts.ipynb #f73cec8e
 _DOT_SCALES = ('weight_scale_inv', 'weight_scale_2', 'weight_scale', 'input_scale', 'weight_global_scale', 'input_global_scale',

@@ -354,6 +354,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'mtp2-k2+fp8':       ('mtp2', {'MTP_FP8': '1'}, 2),
     'pp2+fp8':           ('tiny', {'MTP_FP8': '1'}, 3, {'pipeline_parallel_size': 2}),
     'pp2':               ('tiny', {}, 3, {'pipeline_parallel_size': 2}),
+    'ernie+fp8':         ('ernie', {'MTP_FP8': '1'}, 1),   # vLLM's ErnieMTP: a draft mtp_lit does not extend
 }
 
 
@@ -362,7 +363,7 @@ def loads(root, fp8, dv):
     "Every case of CASES loaded by vLLM's loader in one subprocess: {name: result}."
     L = root / 'load'; L.mkdir()
     f64 = lambda n, f: set_tensor(n, f)
-    b = {'tiny': TINY,
+    b = {'tiny': TINY, 'ernie': tiny_ernie_checkpoint(L / 'ernie', TINY),
          'missing': edit_tensors(copy_ckpt(TINY, L / 'missing'), drop_tensor('mtp.layers.0.mlp.down_proj.weight')),
          'nomtp': edit_tensors(copy_ckpt(TINY, L / 'nomtp'), lambda sd: [sd.pop(k) for k in list(sd) if k.startswith('mtp.')]),
          'fp8-noscale': edit_tensors(copy_ckpt(fp8, L / 'fp8-noscale'), drop_tensor('mtp.layers.0.mlp.up_proj.weight_scale')),
@@ -519,27 +520,26 @@ def test_engine_fp8_weight_without_scale_names_the_layer(root, fp8, tmp_path):
     assert 'mtp.layers.0.mlp.gate_up_proj: FP8 weight scale not loaded from the checkpoint' in log
 
 
+@pytest.mark.vllm
+def test_load_unextended_draft_refuses_options(loads):
+    e = _err(loads, 'ernie+fp8')
+    assert e.startswith("ValueError: env MTP_FP8: mtp_lit does not extend ErnieMTPModel drafts ("), e
+    assert e.endswith("unset it to serve vLLM's own draft"), e
+
+
 @pytest.fixture(scope='module')
 def ernie_run(root, tmp_path_factory):
-    "A tiny ERNIE-4.5 (vLLM ErnieMTP draft, not an mtp_lit family) served with MTP_FP8=1: (result, log text)."
+    "A tiny ERNIE-4.5 (vLLM's ErnieMTP draft, which mtp_lit does not extend) served with no mtp_lit option: the result."
     from mtp_lit.demo import RunSpec, demo_prompts, run_in_subprocess
     e = tiny_ernie_checkpoint(root / 'ernie', TINY)
-    logs = tmp_path_factory.mktemp('ernie-logs')
-    r = run_in_subprocess(RunSpec('ernie', str(e), 1, {'MTP_FP8': '1'}, demo_prompts(1), 8, max_model_len=256), log_dir=logs, quiet=True)
-    return r, Path(r['log']).read_text()
+    return run_in_subprocess(RunSpec('ernie', str(e), 1, {}, demo_prompts(1), 8, max_model_len=256),
+                             log_dir=tmp_path_factory.mktemp('ernie-logs'), quiet=True)
 
 
 @pytest.mark.vllm
-def test_engine_unsupported_architecture_vllm_continues(ernie_run):
-    r, log = ernie_run
-    # vLLM's own draft class (with options set, mtp_lit registers a pass-through subclass that only logs the refusal)
+def test_engine_unextended_draft_is_vllms(ernie_run):
+    r = ernie_run
+    # vLLM's own draft class (mtp_lit registers a pass-through subclass that only checks no mtp_lit option is set)
     assert r['draft']['class'] in ('vllm.model_executor.models.ernie_mtp.ErnieMTP', 'mtp_lit.plugin.ErnieMTP')
     assert r['tokens_generated'] == 8 and r['acceptance']['drafts'] > 0
-    assert 'float8_e4m3fn' not in r['draft']['param_dtypes'].values()                 # no mtp_lit option applied
-
-
-@pytest.mark.vllm
-def test_engine_unsupported_architecture_is_logged(ernie_run):
-    r, log = ernie_run
-    line = next((l for l in log.splitlines() if re.search(r'mtp_lit.*ErnieMTP.*not supported', l)), None)
-    assert line is not None and 'MTP_FP8' in line, [l for l in log.splitlines() if 'mtp_lit' in l]
+    assert 'float8_e4m3fn' not in r['draft']['param_dtypes'].values()

@@ -86,9 +86,9 @@ class DraftInspector:
             ev.clear()
             return out
         if '_mtp_lit_calls' in p.__dict__: return []
-        propose, calls = p.propose, []
+        propose, calls, cuda = p.propose, [], torch.cuda.is_available()
         def mark():
-            if not torch.cuda.is_available(): return time.perf_counter()
+            if not cuda: return time.perf_counter()
             e = torch.cuda.Event(enable_timing=True); e.record(); return e
         def timed(*args, **kwargs):
             s = mark(); out = propose(*args, **kwargs); calls.append((s, mark())); return out

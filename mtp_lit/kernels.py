@@ -154,6 +154,10 @@ def fit_block_k(cfg: KernelConfig, block_k: int) -> KernelConfig:
     if block_k % bk: raise ValueError(f"block scales {block_k} columns wide: the Triton kernels need a power-of-two BK >= 16 dividing {block_k}")
     return cfg if bk == cfg.BK else KernelConfig(**(asdict(cfg) | {'BK': bk}))
 
+def _check_block_k(cfg: KernelConfig, mode: str, block_size) -> None:
+    "Raise `ValueError` when block scales (`mode` 'block') are narrower than, or not a multiple of, the config's BK step."
+    if mode == 'block' and block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
+
 _TABLE_FILE = Path(importlib.util.find_spec('mtp_lit').origin).parent / 'data' / 'fp8_linear_h200.json'
 
 @functools.cache
@@ -349,7 +353,7 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
     M = x2.shape[0]
     N, K = w.shape
     BM = block_m(M)
-    if mode == 'block' and block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
+    _check_block_k(cfg, mode, block_size)
     sk = bool(cfg.SK) and not argmax
     split = 1 if (argmax or sk) else max(1, min(cfg.SPLIT_K, math.ceil(K / cfg.BK)))
     k_split = math.ceil(math.ceil(K / split) / cfg.BK) * cfg.BK
@@ -425,9 +429,8 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
     if N * K >= 2 ** 31: raise ValueError("one expert's weight has >= 2**31 elements")
     tk = _tk()
     cfg = config or KernelConfig(BN=64, BK=128 if mode == 'block' else 256, WCVT=2, SWAP=False, num_stages=3)
-    if mode == 'block':
-        if config is None: cfg = fit_block_k(cfg, block_size[1])
-        elif block_size[1] % cfg.BK: raise ValueError(f"block scales need BK dividing {block_size[1]}, config has BK={cfg.BK}")
+    if config is None and mode == 'block': cfg = fit_block_k(cfg, block_size[1])
+    _check_block_k(cfg, mode, block_size)
     x2 = x.reshape(-1, Kx).contiguous()
     ids = topk_ids.to(torch.int32).contiguous()
     out = torch.empty(M * top_k, N, device=x.device, dtype=x.dtype)

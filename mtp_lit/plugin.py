@@ -163,8 +163,7 @@ class DraftBuild:
         b = cls(key, row, opts, draft_quant_plan(opts, mq), str(model), cfg)
         b._gpu_fallback(vllm_config, mq)
         b.target_quantized = b.plan.mode == 'inherit' and vllm_config.quant_config is not None
-        lf = getattr(getattr(vllm_config, 'load_config', None), 'load_format', 'auto')
-        b.load_format = str(getattr(lf, 'value', lf))   # a str, or an enum in some vLLM versions
+        b.load_format = getattr(getattr(vllm_config, 'load_config', None), 'load_format', 'auto')
         b.keep = row.keep_unquantized
         if b.plan.fp8 and b.config:
             kept = fp8_storage(b)

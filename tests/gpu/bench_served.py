@@ -19,9 +19,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CONFIGS = ROOT / 'tests' / 'fixtures' / 'checkpoints'   # real checkpoints' metadata: NAME/config.json
-DRAFTS = {'bf16': {}, 'fp8': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'},
-          'fp8-head': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'},
-          'fp8-head-window': {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel', 'MTP_DRAFT_WINDOW': '2048'}}
+FP8 = {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}
+DRAFTS = {'bf16': {}, 'fp8': FP8, 'fp8-head': FP8, 'fp8-head-window': FP8 | {'MTP_DRAFT_WINDOW': '2048'}}   # 'head': + the draft vocabulary
 CAPTURE = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320]   # CUDA-graph batch sizes: every B × (k+1) of the sweep
 
 def served_dir(name: str, out: Path, head_rows: int = 0) -> Path:
@@ -99,15 +98,12 @@ def environment() -> dict:
             'mode': 'torch.compile + CUDA graphs (vLLM defaults)' if p else 'eager (vLLM CPU)',
             'VLLM_USE_V2_MODEL_RUNNER': os.environ.get('VLLM_USE_V2_MODEL_RUNNER')}
 
-def _cuda() -> bool:
-    from mtp_lit.demo import _has_cuda
-    return _has_cuda()
-
 def _one(argv):
     "Subprocess entry: `bench_served.py --one SPEC.json OUT.json`."
     spec = json.loads(Path(argv[0]).read_text())
+    import torch
     env = spec.pop('env')
-    if not _cuda():
+    if not torch.cuda.is_available():
         from mtp_lit.demo import CPU_ENV
         env = CPU_ENV | env
     os.environ.update(env)

@@ -33,10 +33,11 @@ class MtpLitOptions:
         "True when an option was set anywhere (checkpoint, overrides, vLLM's switch, env): only then does mtp_lit change vLLM."
         return bool(self.sources)
 
-    def describe(self) -> str:
+    def describe(self, draft_head: bool | None = None) -> str:
         "One line naming what is enabled, for the plugin's log."
-        on = []
-        if self.fp8: on.append(f"FP8 draft stack ({self.fp8_scheme}{', FP8 draft head' if self.fp8_head else ''})")
+        # draft_head: does the draft have its own (truncated) head? None: not known yet (no checkpoint read)
+        on, head = [], {None: ', FP8 draft head if truncated', True: ', FP8 draft head', False: ''}[draft_head]
+        if self.fp8: on.append(f"FP8 draft stack ({self.fp8_scheme}{head if self.fp8_head else ''})")
         if self.draft_window: on.append(f"draft window {self.draft_window} tokens" + (f" + {self.draft_window_sinks} sinks" if self.draft_window_sinks else ''))
         if not self.draft_vocab: on.append("truncated draft head off")
         return ', '.join(on) or 'nothing (vLLM unchanged)'

@@ -576,7 +576,7 @@ def make_draft_class(key: str) -> type:
         log = _vllm_logger()
         for n in b.notes: log.warning("mtp_lit: %s draft from %s: %s", key, b.model_dir, n)
         if b.active:
-            log.info("mtp_lit: %s draft from %s: %s; quantisation plan %s%s%s", key, b.model_dir, b.opts.describe(), b.plan.mode,
+            log.info("mtp_lit: %s draft from %s: %s; quantisation plan %s%s%s", key, b.model_dir, b.opts.describe(b.draft_vocab is not None), b.plan.mode,
                      f", draft head of {len(b.draft_vocab[0])} rows" if b.draft_vocab is not None else '',
                      f", FP8 via vLLM linears for {', '.join(b.swapped)}" if b.swapped else '')
 

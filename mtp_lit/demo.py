@@ -95,6 +95,26 @@ class DraftInspector:
         p.propose, p._mtp_lit_calls = timed, calls
         return []
 
+    def mtp_lit_profile(self, action: str = 'start', top: int = 30) -> dict:
+        """Profile the worker with `torch.profiler` between 'start' and 'stop' (CUDA kernels, those replayed from CUDA graphs
+        included). 'stop' returns {'wall_ms', 'gpu_ms' (kernel time summed), 'kernels': the `top` kernels by total time as
+        [name, calls, total ms]}: where a decode step's GPU time goes, and how much of the wall time the GPU is busy."""
+        import torch
+        from torch.profiler import profile, ProfilerActivity
+        if action == 'start':
+            self._mtp_lit_prof = profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * torch.cuda.is_available())
+            self._mtp_lit_prof.__enter__(); self._mtp_lit_prof_t = time.perf_counter()
+            return {}
+        if torch.cuda.is_available(): torch.cuda.synchronize()
+        prof, wall = self._mtp_lit_prof, time.perf_counter() - self._mtp_lit_prof_t
+        prof.__exit__(None, None, None)
+        ks = {}
+        for ev in prof.events():
+            if ev.device_type == torch.autograd.DeviceType.CUDA:
+                n, t = ks.get(ev.name, (0, 0.0)); ks[ev.name] = (n + 1, t + ev.device_time_total / 1e3)
+        rows = sorted(([n, c, t] for n, (c, t) in ks.items()), key=lambda r: -r[2])
+        return {'wall_ms': wall * 1e3, 'gpu_ms': sum(r[2] for r in rows), 'kernels': rows[:top]}
+
     def mtp_lit_target_windows(self) -> dict:
         "Sliding window of each attention layer of the *target* (None = full attention)."
         from vllm.model_executor.layers.attention.attention import Attention

@@ -14,7 +14,7 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
     shutil.copy(checkpoint_path('qwen3_5-tiny') / 'config.json', cfgs / 'tiny')
     out = tmp_path / 'bench.json'
     bs.main(['--out', str(out), '--work', str(tmp_path / 'work'), '--config-dir', str(cfgs), '--models', 'tiny',
-             '--drafts', 'fp8-head-window', '--batches', '1', '2', '--prompt', '32', '--tokens', '8', '--head-rows', '1024'])
+             '--drafts', 'fp8-head-window', '--batches', '1', '2', '--prompt', '32', '--tokens', '8', '--head-rows', '1024', '--profile', '2'])
     r = json.loads(out.read_text())['runs']['tiny/bf16-target/fp8-head-window/k3']
     assert 'error' not in r, r.get('error')
     assert r['draft']['head_rows'] == {'draft_lm_head': 1024} and r['draft']['windows'] == [2048]
@@ -23,3 +23,5 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
         row = r['batches'][b]
         assert 1 <= row['tokens_per_step'] < 1.5   # random weights: (almost) no draft token accepted
         assert 0 < row['draft_ms'] < row['step_ms']
+    prof = r['batches']['2']['profile']   # the profiler in the worker: CPU ops here (no CUDA kernels on vLLM CPU)
+    assert prof['wall_ms'] > 0 and prof['gpu_ms'] == 0 and prof['tokens'] == 16

@@ -1,7 +1,7 @@
 """The served draft, benchmarked inside vLLM on a GPU at real shapes: random weights (`--load-format dummy`), vLLM's defaults.
 
     python tests/gpu/bench_served.py --out nbs/bench/h200_served.json [--models Qwen3.5-27B] [--drafts bf16 fp8 fp8-head]
-        [--ks 3] [--batches 1 4 16 64] [--targets bf16 fp8]
+        [--ks 3] [--batches 1 4 16 64] [--targets bf16 fp8] [--profile 1 16]
 
 Each engine serves a real checkpoint's `config.json` (`tests/fixtures/checkpoints`, verbatim; the multimodal Qwen3.5 classes
 with `language_model_only`, Gated DeltaNet prefill by vLLM's Triton kernels) with random weights, torch.compile and
@@ -22,6 +22,7 @@ ROOT = HERE.parent.parent
 CONFIGS = ROOT / 'tests' / 'fixtures' / 'checkpoints'   # real checkpoints' metadata: NAME/config.json
 FP8 = {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}
 DRAFTS = {'bf16': {}, 'fp8': FP8, 'fp8-head': FP8, 'fp8-head-window': FP8 | {'MTP_DRAFT_WINDOW': '2048'}}   # 'head': + the draft vocabulary
+PROFILE_TOKENS = 16   # decode steps under the profiler (`--profile`), prefill included
 CAPTURE = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320]   # CUDA-graph batch sizes: every B × (k+1) of the sweep
 
 def served_dir(name: str, out: Path, head_rows: int = 0) -> Path:
@@ -46,7 +47,7 @@ def _decode(llm, prompts, n):
     llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True, detokenize=False), use_tqdm=False)
     return time.perf_counter() - t0, drafts() - d0
 
-def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, tokens: int) -> dict:
+def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, tokens: int, profile: list = ()) -> dict:
     "One engine (vLLM imported here): decode-step and draft-step times for each batch size; see the module docstring."
     import torch
     from statistics import median
@@ -89,6 +90,11 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
                     'tokens_per_step': tokens / steps}
         else: row |= {'steps': tokens, 'step_ms': 1e3 * (tl - ts) / tokens}
         row['tokens_per_s'] = b * tokens / (tl - ts)
+        if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes, and how busy the GPU is
+            llm.collective_rpc('mtp_lit_profile', args=('start',))
+            _decode(llm, ps, PROFILE_TOKENS)
+            row['profile'] = llm.collective_rpc('mtp_lit_profile', args=('stop',))[0] | {'tokens': PROFILE_TOKENS}
+            if k: llm.collective_rpc('mtp_lit_time_draft', args=('read',))
         res['batches'][str(b)] = row
         print(f'  B={b:3d} step {row["step_ms"]:.3f} ms' + (f', draft {row["draft_ms"]:.3f} ms' if row.get('draft_ms') else ''), flush=True)
     return res
@@ -124,6 +130,7 @@ def main(argv=None):
     ap.add_argument('--prompt', type=int, default=1024, help='prompt tokens per sequence')
     ap.add_argument('--tokens', type=int, default=64, help='decoded tokens per sequence in the timed difference')
     ap.add_argument('--head-rows', type=int, default=40960)
+    ap.add_argument('--profile', nargs='*', type=int, default=[], help='batch sizes to profile after timing (torch.profiler in the worker)')
     ap.add_argument('--config-dir', default=None, help='read NAME/config.json from here instead of tests/fixtures/checkpoints')
     a = ap.parse_args(argv)
     global CONFIGS
@@ -141,8 +148,8 @@ def main(argv=None):
         (work / 'vllm-cache' / 'modelinfos').mkdir(parents=True, exist_ok=True); cache_root.mkdir(parents=True, exist_ok=True)
         if not (cache_root / 'modelinfos').exists():   # the registry's inspection of model classes is shared (one subprocess per class, once)
             (cache_root / 'modelinfos').symlink_to(work / 'vllm-cache' / 'modelinfos')
-        cache = {'VLLM_CACHE_ROOT': str(cache_root)}
-        spec = dict(model=str(mdir), k=k, target=t, batches=a.batches, prompt=a.prompt, tokens=a.tokens, env=DRAFTS.get(d, {}) | cache)
+        cache = {'VLLM_CACHE_ROOT': str(cache_root), 'TRITON_CACHE_AUTOTUNING': '1'}   # Triton's autotuning results are kept on disk: once per kernel and shape
+        spec = dict(model=str(mdir), k=k, target=t, batches=a.batches, prompt=a.prompt, tokens=a.tokens, profile=a.profile, env=DRAFTS.get(d, {}) | cache)
         sp, op = work / f'{name.replace("/", "--")}.spec.json', work / f'{name.replace("/", "--")}.out.json'
         sp.write_text(json.dumps(spec))
         print(name, flush=True)

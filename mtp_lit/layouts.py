@@ -65,6 +65,7 @@ class Family:
     head: str              # layer-relative checkpoint name of the draft's own head ('' = shares the target's lm_head)
     head_quant: str        # quant prefix of the draft's head module (relative to quant_layer, or absolute 'lm_head')
     extended: bool = True  # mtp_lit serves this family's draft class with its options (`mtp_lit.plugin.DRAFTS`)
+    attn_config: str = ''  # prefix of the config fields vLLM builds the MTP layer's attention from ('swa_': MiMo-V2's sliding-window ones)
 
     @property
     def vllm_module(self) -> str: return 'vllm.model_executor.models.' + self.vllm_file.removesuffix('.py')
@@ -102,7 +103,8 @@ FAMILIES = (
            'input_proj', False, 'qkv', 'never', '', '', 'lm_head'),
     Family('mimo_v2', ('mimo_v2', 'mimo_v2_flash', 'mimo_v2_mtp'), ('MiMoV2FlashForCausalLM', 'MiMoV2ForCausalLM', 'MiMoV2MTPModel'),
            'MiMoV2MTP', 'MiMoV2MTPModel', 'mimo_v2_mtp.py', ('num_nextn_predict_layers',), 1, 'model.mtp.layers.{i}', (),
-           'model.mtp.layers.{i}', 'model.mtp.layers.{i}', True, 'eh_proj', False, 'qkv', 'never', '', '', 'lm_head', extended=False),
+           'model.mtp.layers.{i}', 'model.mtp.layers.{i}', True, 'eh_proj', False, 'qkv', 'never', '', '', 'lm_head', extended=False,
+           attn_config='swa_'),
 )
 
 # %% ../nbs/02_layouts.ipynb #d8947c02
@@ -360,7 +362,8 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
             if c.get(k) is not None: return c[k]
         if default is not None or not _strict: return default or 0
         raise ValueError(f"config.json has no {'/'.join(keys)}, needed for the shapes of the {f.name} draft")
-    H = g('hidden_size'); nh = g('num_attention_heads', 'swa_num_attention_heads') or 1; out = []
+    a = lambda n: (f.attn_config + n, n) if f.attn_config else (n, 'swa_' + n)   # the fields of the MTP layer's attention first
+    H = g('hidden_size'); nh = g(*a('num_attention_heads')) or 1; out = []
     def t(name, *shape, dt=dtype): out.append({'name': name, 'shape': list(shape), 'dtype': dt})
     E = lay.num_experts; eids = range(E or 0) if expert_ids is None else expert_ids
     def moe(p, F, Fs, shared):
@@ -394,13 +397,13 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
             t(f'{p}.self_attn.kv_a_proj_with_mqa.weight', kvr + dr, H); t(f'{p}.self_attn.kv_a_layernorm.weight', kvr)
             t(f'{p}.self_attn.kv_b_proj.weight', nh * (dn + dv), kvr); t(f'{p}.self_attn.o_proj.weight', H, nh * dv)
         else:
-            d = g('head_dim', 'swa_head_dim', default=H // nh); kv = g('num_key_value_heads', 'swa_num_key_value_heads', default=nh)
+            d = g(*a('head_dim'), default=H // nh); kv = g(*a('num_key_value_heads'), default=nh); dv = g(*a('v_head_dim'), default=d)
             gate = 2 if f.name == 'qwen3_next' or (f.name.startswith('qwen3_5') and c.get('attn_output_gate', True)) else 1
             bias = f.name == 'mimo' or bool(c.get('attention_bias')) and not f.name.startswith('qwen')
-            for proj, rows in (('q_proj', gate * nh * d), ('k_proj', kv * d), ('v_proj', kv * d)):
+            for proj, rows in (('q_proj', gate * nh * d), ('k_proj', kv * d), ('v_proj', kv * dv)):
                 t(f'{p}.self_attn.{proj}.weight', rows, H)
                 if bias: t(f'{p}.self_attn.{proj}.bias', rows)
-            t(f'{p}.self_attn.o_proj.weight', H, nh * d)
+            t(f'{p}.self_attn.o_proj.weight', H, nh * dv)
             if f.name.startswith('qwen') or c.get('use_qk_norm'): t(f'{p}.self_attn.q_norm.weight', d); t(f'{p}.self_attn.k_norm.weight', d)
         if lay.is_moe(i):
             Fs = g('shared_expert_intermediate_size', default=0) if f.shared_expert == 'shared_expert' else g('moe_intermediate_size') * g('n_shared_experts', default=0)

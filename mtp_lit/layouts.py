@@ -47,7 +47,7 @@ class Family:
     name: str
     model_types: tuple     # config `model_type` values (incl. a `text_config`'s and vLLM's rewritten `*_mtp` type)
     architectures: tuple   # config `architectures[0]` values of the target
-    draft_class: str       # vLLM draft class, in vllm/model_executor/models/<vllm_file>
+    draft_class: str       # vLLM draft class, in vllm/model_executor/models/<vllm_file> (or the vllm.models package it names)
     registry_key: str      # architecture vLLM's hf_config_override writes (the ModelRegistry key)
     vllm_file: str
     count_keys: tuple      # config keys holding the MTP layer count k, first found wins
@@ -68,7 +68,8 @@ class Family:
     attn_config: str = ''  # prefix of the config fields vLLM builds the MTP layer's attention from ('swa_': MiMo-V2's sliding-window ones)
 
     @property
-    def vllm_module(self) -> str: return 'vllm.model_executor.models.' + self.vllm_file.removesuffix('.py')
+    def vllm_module(self) -> str:   # vllm_file: a file of vllm/model_executor/models, or a package path (vLLM 0.32's vllm.models.*)
+        return self.vllm_file if self.vllm_file.startswith('vllm.') else 'vllm.model_executor.models.' + self.vllm_file.removesuffix('.py')
     @property
     def window(self) -> bool: return self.attn != 'mla'   # the draft's attention is vLLM's `Attention`: a sliding window applies
     @property
@@ -98,6 +99,9 @@ FAMILIES = (
     Family('glm4_moe_lite', ('glm4_moe_lite', 'glm4_moe_lite_mtp'), ('Glm4MoeLiteForCausalLM', 'Glm4MoeLiteMTPModel'), 'Glm4MoeLiteMTP',
            'Glm4MoeLiteMTPModel', 'glm4_moe_lite_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}',
            draft_config_zeroes_n=True, attn='mla', **_DS),
+    Family('deepseek_v32', ('deepseek_v32', 'glm_moe_dsa'), ('DeepseekV32ForCausalLM', 'GlmMoeDsaForCausalLM', 'DeepseekV32MTPModel'),
+           'DeepseekV32MTP', 'DeepseekV32MTPModel', 'vllm.models.deepseek_v32', param_layer='model.layers.{n}.mtp_block',
+           quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='mla', extended=False, **_DS),
     Family('mimo', ('mimo', 'mimo_mtp'), ('MiMoForCausalLM', 'MiMoMTPModel'), 'MiMoMTP', 'MiMoMTPModel', 'mimo_mtp.py',
            ('num_nextn_predict_layers',), None, 'model.mtp_layers.{i}', (), 'model.mtp_layers.{n}.mtp_block', 'model.layers.{n}', True,
            'input_proj', False, 'qkv', 'never', '', '', 'lm_head'),

@@ -131,6 +131,8 @@ def main(argv=None):
     ap.add_argument('--tokens', type=int, default=64, help='decoded tokens per sequence in the timed difference')
     ap.add_argument('--head-rows', type=int, default=40960)
     ap.add_argument('--profile', nargs='*', type=int, default=[], help='batch sizes to profile after timing (torch.profiler in the worker)')
+    ap.add_argument('--budget', type=float, default=None, help='seconds: start no engine that would end past this')
+    ap.add_argument('--estimate', type=float, default=None, help="seconds one engine takes, for --budget (default: the longest so far)")
     ap.add_argument('--config-dir', default=None, help='read NAME/config.json from here instead of tests/fixtures/checkpoints')
     a = ap.parse_args(argv)
     global CONFIGS
@@ -141,8 +143,11 @@ def main(argv=None):
     rec['environment'] = environment()
     runs = [(m, t, 'plain', 0) for m in a.models for t in a.targets] if a.plain else []
     runs = [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks] + runs
+    t_start, longest = time.time(), 0.0
     for m, t, d, k in runs:
         name = f'{m}/{t}-target/{d}/k{k}'
+        if a.budget and time.time() - t_start + (a.estimate or longest) > a.budget:
+            print(f'{name}: not started ({a.budget:.0f} s budget)', flush=True); continue
         mdir = served_dir(m, work / f'{m}-head' if 'head' in d else work / m, a.head_rows if 'head' in d else 0)
         cache_root = work / 'vllm-cache' / name.replace('/', '--')   # each engine compiles afresh: no artifact of another run
         (work / 'vllm-cache' / 'modelinfos').mkdir(parents=True, exist_ok=True); cache_root.mkdir(parents=True, exist_ok=True)
@@ -166,6 +171,7 @@ def main(argv=None):
         else:
             rec['runs'][name] = json.loads(op.read_text()) | {'total_s': round(time.time() - t0, 1)}
             print(f"  start {rec['runs'][name]['start_s']} s, total {time.time() - t0:.0f} s", flush=True)
+        longest = max(longest, time.time() - t0)
         rec['runs'][name]['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
         rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None}
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,7 @@ def torch_fp8_linear(x, qweight, scale, residual=None):
 
 def _next_pow2(n): return 1 << max(0, (n - 1).bit_length())
 
-_GLUE_WARPS = 16  # num_warps of DraftStep's RMSNorm and SiluAndMul kernels: 16 beat 4 by 8 us a step (H200, tools/gpu/NOTES.md)
+_GLUE_WARPS = 16  # num_warps of DraftStep's RMSNorm and SiluAndMul kernels: 16 beat 4 by 8 us a step (H200, nbs/bench/probes/glue_warps_probe.json)
 
 class DraftStep:
     """One MTP draft step at real shapes with random weights: fc over [norm(embedding), norm(hidden)], one decoder layer
@@ -531,7 +531,7 @@ def bench_cli(argv=None):
     ap.add_argument('--out', default='bench_out', help='folder for bench.json, bench.png, speedup.png')
     ap.add_argument('--tag', default='', help='prefix of the output file names (e.g. h200_)')
     ap.add_argument('--table', default=None, help='tuned config table (JSON) to use instead of the packaged one')
-    ap.add_argument('--tune', default=None, choices=['coarse', 'fine'], help='tune fp8_linear on this GPU first and use that table')
+    ap.add_argument('--tune', default=None, choices=['coarse', 'fine', 'step'], help="tune fp8_linear on this GPU first and use that table ('step': the draft step's linears, M 1/4/16)")
     ap.add_argument('--smoke', action='store_true', help='CPU run at tiny shapes: checks the pipeline, times nothing real')
     a = ap.parse_args(argv)
     if not a.smoke and not torch.cuda.is_available():
@@ -548,11 +548,15 @@ def bench_cli(argv=None):
     table = None
     if a.table: table = tuned_table(a.table)
     if a.tune and not a.smoke:
-        from mtp_lit.kernels import tune_fp8_linear
-        sh = list(dict.fromkeys((N, K, _USE.get(n, '')) for m in models for h in heads
-                                for (n, N, K) in draft_linears(shapes[m], None if h == 'full' else h)
-                                if not n.startswith('experts_') and n not in ('router', 'shared_expert_gate')))
-        t = tune_fp8_linear(sh, Ms if a.tune == 'coarse' else sorted({1, 16, 64} & set(Ms) or Ms), level=a.tune)
+        from mtp_lit.kernels import tune_fp8_linear, candidate_configs
+        lin = [(n, N, K) for m in models for h in heads for (n, N, K) in draft_linears(shapes[m], None if h == 'full' else h)
+               if not n.startswith('experts_') and n not in ('router', 'shared_expert_gate')]
+        sh = list(dict.fromkeys((N, K, _USE.get(n, '')) for n, N, K in lin))
+        head_N = {N for n, N, K in lin if n == 'head'}   # the head's argmax epilogue takes neither split-K nor stream-K
+        cand = (lambda M, N, K, mode: [c for c in candidate_configs(M, N, K, mode, 'step') if N not in head_N or (c.SPLIT_K == 1 and not c.SK)]
+                if a.tune == 'step' else None)
+        t_Ms = Ms if a.tune == 'coarse' else sorted(({1, 4, 16} if a.tune == 'step' else {1, 16, 64}) & set(Ms)) or Ms
+        t = tune_fp8_linear(sh, t_Ms, level=a.tune, candidates=cand)
         (out / f'{a.tag}fp8_linear_tuned.json').write_text(json.dumps(t, indent=1))
         table = {k: KernelConfig(**v) for k, v in t['configs'].items()}
     res = bench(models, Ms, a.variants.split(','), heads, a.ctx, table=table, shapes=shapes, device='cpu' if a.smoke else 'cuda')

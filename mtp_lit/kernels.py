@@ -11,7 +11,7 @@ __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'scale_mode', 'dequa
 
 # %% ../nbs/13_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -504,7 +504,8 @@ def candidate_configs(M, N, K, mode='channel', level='coarse', variants=None):
     {(64, 128), (64, 256), (128, 128)} x split-K {1, the default's, twice that}, 4 warps, 4 stages. 'fine' (after a
     coarse pass on an H200 put W8A16-asm and W8A8 ahead at M <= 16, and W8A8 and the swap-AB W8A16 kernels at M = 64):
     M <= 16: those two x the same tiles x split-K {1, default, 2x, 4x} x warps {4, 8} x stages {4, 5}; M > 16: those
-    three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages."""
+    three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': `_step_candidates`."""
+    if level == 'step': return _step_candidates(M, N, K, mode)
     base = default_config(M, N, K, mode)
     tiles = ((64, 128), (64, 256), (128, 128))  # BN 128 x BK 256 spills registers or overflows shared memory
     if level == 'coarse' or M > 16:
@@ -607,3 +608,22 @@ def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='channel', candidates=None, 
         del ws
         torch.cuda.empty_cache()
     return res
+
+def _step_candidates(M, N, K, mode='channel'):
+    """The draft step's linears (accumulating into float32, `14_bench`): W8A16-asm, W8A8 and W8A8 swap-AB x (BN, BK) in
+    {(64, 128), (64, 256), (128, 128)} x split-K {1, 2, 4, 8, 16} (K / split >= 2 BK) x 2-4 stages (W8A16-asm and swap-AB;
+    W8A16-asm also with 8 warps at 4 stages), stream-K at 2-4 programs per SM, and each W8A16-asm / swap-AB config also
+    with TMA weight loads."""
+    v3 = ('w8a16-asm', 'w8a8', 'w8a8-swap')
+    out = []
+    for v, (bn, bk), sk in itertools.product(v3, ((64, 128), (64, 256), (128, 128)), (1, 2, 4, 8, 16)):
+        if (sk > 1 and K // sk < 2 * bk) or (mode == 'block' and bk != 128): continue
+        a8, wcvt, swap = KERNEL_VARIANTS[v]
+        for nw in ((4, 8) if v == 'w8a16-asm' else (4,)):
+            for ns in ((2, 3, 4) if v != 'w8a8' and nw == 4 else (4,)):
+                out.append(KernelConfig(bn, bk, sk, a8, wcvt, swap, nw, ns))
+    for v, (bn, bk), sk, ns in itertools.product(('w8a16-asm', 'w8a8-swap'), ((128, 128), (64, 256)), (2, 3, 4), (2, 3, 4)):
+        if mode == 'block' and bk != 128: continue
+        a8, wcvt, swap = KERNEL_VARIANTS[v]
+        out.append(KernelConfig(BN=bn, BK=bk, SK=sk, A8=a8, WCVT=wcvt, SWAP=swap, num_stages=ns))
+    return out + [replace(c, TMA=True) for c in out if c.SWAP or not c.A8]

@@ -240,6 +240,8 @@ def pdl_launch(x):
     if not x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1' or os.environ.get('MTP_LIT_PDL') == '0': return {}
     return dict(PDL=1, launch_pdl=True) if _sm90_has(x.device.index, 'triton.language.extra.cuda', 'gdc_wait') else {}
 
+
+# %% ../nbs/13_kernels.ipynb #8ef23fbb
 def _check_linear(x, qweight, scale, bias, residual, out, act, block_size):
     if qweight.dim() != 2: raise ValueError(f"qweight must be [N, K], got shape {tuple(qweight.shape)}")
     N, K = qweight.shape
@@ -285,6 +287,8 @@ def _torch_linear(x, qweight, scale, bias, mode, block_size):
         y = F.linear(x, dequantize(qweight, scale, block_size, x.dtype))
     return y if bias is None else y + bias.to(y.dtype)
 
+
+# %% ../nbs/13_kernels.ipynb #6f25adb4
 def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, act=None, block_size=(128, 128),
                config=None, backend='auto', pdl=False):
     """y = act(x) @ (scale * qweight)^T (+ bias) (+ residual), for an FP8 (e4m3) weight read once.
@@ -339,6 +343,8 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
                                        **(pdl_launch(x2) if pdl else {}))
     return ids.reshape(lead)
 
+
+# %% ../nbs/13_kernels.ipynb #c2adef3a
 def _scale_args(scale, mode, lead_dims=0):
     "(tensor, stride_n, stride_k) for the kernels' scale pointer."
     if mode == 'none': return None, 0, 0
@@ -391,6 +397,7 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
             pv_ptr=argmax[0] if argmax else None, pi_ptr=argmax[1] if argmax else None, **common)
     if o2 is not None: return o2
     return out.to(x2.dtype) if atomic else out
+
 
 # %% ../nbs/13_kernels.ipynb #2787a4cf
 def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, block_size=(128, 128), config=None,
@@ -499,6 +506,8 @@ def time_graph(fns, n_replay=7, min_calls=24):
     del g
     return statistics.median(ts)
 
+
+# %% ../nbs/13_kernels.ipynb #82815b24
 def candidate_configs(M, N, K, mode='channel', level='coarse', variants=None):
     """Configs to try for an [M, K] x [N, K]^T linear. 'coarse': every kernel variant (`KERNEL_VARIANTS`) x (BN, BK) in
     {(64, 128), (64, 256), (128, 128)} x split-K {1, the default's, twice that}, 4 warps, 4 stages. 'fine' (after a
@@ -530,6 +539,8 @@ def candidate_configs(M, N, K, mode='channel', level='coarse', variants=None):
                         out.append(KernelConfig(bn, bk, sk, a8, wcvt, swap, nw, ns))
     return out
 
+
+# %% ../nbs/13_kernels.ipynb #ac0dc896
 def _precompile_worker(jobs):
     torch.cuda.set_device(0)
     for M, N, K, mode, cfg, use in jobs:
@@ -562,6 +573,8 @@ def precompile(jobs, workers=None):
     with cf.ProcessPoolExecutor(n, mp_context=mp.get_context('spawn')) as ex:
         return sum(ex.map(_precompile_worker, [c for c in chunks if c]))
 
+
+# %% ../nbs/13_kernels.ipynb #209730e3
 def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='channel', candidates=None, level='coarse', min_bytes=256 << 20,
                     device='cuda', log=print, parallel_compile=True, baselines=True):
     """Time each candidate config (`candidate_configs` or `candidates(M, N, K, mode)`) of `fp8_linear` on this GPU for every
@@ -609,6 +622,8 @@ def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='channel', candidates=None, 
         torch.cuda.empty_cache()
     return res
 
+
+# %% ../nbs/13_kernels.ipynb #9886fc85
 def _step_candidates(M, N, K, mode='channel'):
     """The draft step's linears (accumulating into float32, `14_bench`): W8A16-asm, W8A8 and W8A8 swap-AB x (BN, BK) in
     {(64, 128), (64, 256), (128, 128)} x split-K {1, 2, 4, 8, 16} (K / split >= 2 BK) x 2-4 stages (W8A16-asm and swap-AB;
@@ -627,3 +642,4 @@ def _step_candidates(M, N, K, mode='channel'):
         a8, wcvt, swap = KERNEL_VARIANTS[v]
         out.append(KernelConfig(BN=bn, BK=bk, SK=sk, A8=a8, WCVT=wcvt, SWAP=swap, num_stages=ns))
     return out + [replace(c, TMA=True) for c in out if c.SWAP or not c.A8]
+

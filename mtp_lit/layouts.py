@@ -494,6 +494,8 @@ def _covering(pats, m, cmode):
         if None not in hits: return min(hits)
     return None
 
+
+# %% ../nbs/02_layouts.ipynb #4eef539f
 def _warn_unmatched(pats, mods, lay, cmode, vmode, key):
     "Warn about a (non-regex) pattern whose literal head names an MTP layer of the draft but that matches none of its modules."
     import warnings
@@ -525,6 +527,8 @@ def _remap_patterns(pats, mods, lay, cmode, vmode, key):
         out.extend(x for x in added.get(j, []) if x not in out and x not in pats)
     return out
 
+
+# %% ../nbs/02_layouts.ipynb #f179a5f2
 def _remap_dynamic(dyn, mods, lay):
     keys = list(dyn)
     body = [k[2:] if k.startswith(('-:', '+:')) else k for k in keys]
@@ -555,6 +559,8 @@ def _remap_quantized_layers(ql, mods):
                 out[m.vllm] = copy.deepcopy(vals[0]); break
     return out
 
+
+# %% ../nbs/02_layouts.ipynb #51ef1f74
 def remap_exclusions(quant_config: dict | None, config) -> dict | None:
     """A deep copy of `quant_config` (an `hf_quant_config.json` dict or a config.json `quantization_config`) whose exclusion
     lists also match the draft's vLLM quant prefixes for `config` (checkpoint config.json dict or `DraftLayout`).
@@ -576,6 +582,7 @@ def remap_exclusions(quant_config: dict | None, config) -> dict | None:
             elif k in ('quantization', 'quantization_config') and isinstance(v, dict): walk(v)
     walk(out)
     return out
+
 
 # %% ../nbs/02_layouts.ipynb #acebf89a
 @dataclass(frozen=True)

@@ -780,7 +780,7 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
         for t in infos:
             if not t.is_scale and t.name in want and (t.dtype in FLOAT_DTYPES or t.dtype == 'F8_E4M3') and list(t.shape) != want[t.name]:
                 gaps.append(Gap('wrong_shape', t.name, f'shape {list(t.shape)}, config.json implies {want[t.name]}',
-                                'refuse to load: the tensor does not fit its draft parameter', t.vllm_module))
+                                'report: vLLM\'s loader checks it against its parameter (mtp_lit refuses to convert it)', t.vllm_module))
     return gaps
 
 def apply_gap_fixes(quant_config: dict | None, gaps) -> dict | None:

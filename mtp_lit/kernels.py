@@ -513,7 +513,7 @@ def candidate_configs(M, N, K, mode='channel', level='coarse', variants=None):
     {(64, 128), (64, 256), (128, 128)} x split-K {1, the default's, twice that}, 4 warps, 4 stages. 'fine' (after a
     coarse pass on an H200 put W8A16-asm and W8A8 ahead at M <= 16, and W8A8 and the swap-AB W8A16 kernels at M = 64):
     M <= 16: those two x the same tiles x split-K {1, default, 2x, 4x} x warps {4, 8} x stages {4, 5}; M > 16: those
-    three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': `_step_candidates`."""
+    three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': the draft step's accumulating linears (`candidate_configs(level='step')`, in the tuning section)."""
     if level == 'step': return _step_candidates(M, N, K, mode)
     base = default_config(M, N, K, mode)
     tiles = ((64, 128), (64, 256), (128, 128))  # BN 128 x BK 256 spills registers or overflows shared memory

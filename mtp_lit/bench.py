@@ -552,9 +552,8 @@ def bench_cli(argv=None):
         lin = [(n, N, K) for m in models for h in heads for (n, N, K) in draft_linears(shapes[m], None if h == 'full' else h)
                if not n.startswith('experts_') and n not in ('router', 'shared_expert_gate')]
         sh = list(dict.fromkeys((N, K, _USE.get(n, '')) for n, N, K in lin))
-        head_N = {N for n, N, K in lin if n == 'head'}   # the head's argmax epilogue takes neither split-K nor stream-K
-        cand = (lambda M, N, K, mode: [c for c in candidate_configs(M, N, K, mode, 'step') if N not in head_N or (c.SPLIT_K == 1 and not c.SK)]
-                if a.tune == 'step' else None)
+        head_N = {N for n, N, K in lin if n == 'head'}   # the head's argmax launch takes neither split-K nor stream-K: none tried
+        cand = lambda M, N, K, mode: [c for c in candidate_configs(M, N, K, mode, a.tune) if N not in head_N or (c.SPLIT_K == 1 and not c.SK)]
         t_Ms = Ms if a.tune == 'coarse' else sorted(({1, 4, 16} if a.tune == 'step' else {1, 16, 64}) & set(Ms)) or Ms
         t = tune_fp8_linear(sh, t_Ms, level=a.tune, candidates=cand)
         (out / f'{a.tag}fp8_linear_tuned.json').write_text(json.dumps(t, indent=1))

@@ -508,12 +508,25 @@ def time_graph(fns, n_replay=7, min_calls=24):
 
 
 # %% ../nbs/13_kernels.ipynb #82815b24
+def _config_grid(K, mode, variants, tiles, splits, warps=lambda v: (4,), stages=lambda v, nw: (4,)) -> list:
+    "KernelConfigs over variants x (BN, BK) tiles x split-K x warps(v) x stages(v, warps); a split leaving K / split < 2 BK, and BK != 128 under block scales, left out."
+    out = []
+    for v in variants:
+        a8, wcvt, swap = KERNEL_VARIANTS[v]
+        for bn, bk in tiles:
+            if mode == 'block' and bk != 128: continue
+            for sk in splits:
+                if sk > 1 and K // sk < 2 * bk: continue
+                out += [KernelConfig(bn, bk, sk, a8, wcvt, swap, nw, ns) for nw in warps(v) for ns in stages(v, nw)]
+    return out
+
 def candidate_configs(M, N, K, mode='channel', level='coarse', variants=None):
     """Configs to try for an [M, K] x [N, K]^T linear. 'coarse': every kernel variant (`KERNEL_VARIANTS`) x (BN, BK) in
     {(64, 128), (64, 256), (128, 128)} x split-K {1, the default's, twice that}, 4 warps, 4 stages. 'fine' (after a
     coarse pass on an H200 put W8A16-asm and W8A8 ahead at M <= 16, and W8A8 and the swap-AB W8A16 kernels at M = 64):
     M <= 16: those two x the same tiles x split-K {1, default, 2x, 4x} x warps {4, 8} x stages {4, 5}; M > 16: those
-    three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': the draft step's accumulating linears (`candidate_configs(level='step')`, in the tuning section)."""
+    three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': for the draft step's linears, which add into float32 buffers: W8A16-asm, W8A8 and W8A8 swap-AB, wider split-K,
+    2-4 stages, stream-K, each W8A16 / swap-AB config also with TMA loads (the tuning section below)."""
     if level == 'step': return _step_candidates(M, N, K, mode)
     base = default_config(M, N, K, mode)
     tiles = ((64, 128), (64, 256), (128, 128))  # BN 128 x BK 256 spills registers or overflows shared memory
@@ -527,17 +540,7 @@ def candidate_configs(M, N, K, mode='channel', level='coarse', variants=None):
         variants = variants or ['w8a16-asm', 'w8a8']
     else:
         variants, tiles = variants or ['w8a8', 'w8a16-cvt-swap', 'w8a16-asm-swap'], ((64, 128), (128, 128))
-    out = []
-    for v in variants:
-        a8, wcvt, swap = KERNEL_VARIANTS[v]
-        for bn, bk in tiles:
-            if mode == 'block' and bk != 128: continue
-            for sk in splits:
-                if sk > 1 and K // sk < 2 * bk: continue
-                for nw in warps:
-                    for ns in stages:
-                        out.append(KernelConfig(bn, bk, sk, a8, wcvt, swap, nw, ns))
-    return out
+    return _config_grid(K, mode, variants, tiles, splits, lambda v: warps, lambda v, nw: stages)
 
 
 # %% ../nbs/13_kernels.ipynb #ac0dc896
@@ -629,14 +632,8 @@ def _step_candidates(M, N, K, mode='channel'):
     {(64, 128), (64, 256), (128, 128)} x split-K {1, 2, 4, 8, 16} (K / split >= 2 BK) x 2-4 stages (W8A16-asm and swap-AB;
     W8A16-asm also with 8 warps at 4 stages), stream-K at 2-4 programs per SM, and each W8A16-asm / swap-AB config also
     with TMA weight loads."""
-    v3 = ('w8a16-asm', 'w8a8', 'w8a8-swap')
-    out = []
-    for v, (bn, bk), sk in itertools.product(v3, ((64, 128), (64, 256), (128, 128)), (1, 2, 4, 8, 16)):
-        if (sk > 1 and K // sk < 2 * bk) or (mode == 'block' and bk != 128): continue
-        a8, wcvt, swap = KERNEL_VARIANTS[v]
-        for nw in ((4, 8) if v == 'w8a16-asm' else (4,)):
-            for ns in ((2, 3, 4) if v != 'w8a8' and nw == 4 else (4,)):
-                out.append(KernelConfig(bn, bk, sk, a8, wcvt, swap, nw, ns))
+    out = _config_grid(K, mode, ('w8a16-asm', 'w8a8', 'w8a8-swap'), ((64, 128), (64, 256), (128, 128)), (1, 2, 4, 8, 16),
+                       lambda v: (4, 8) if v == 'w8a16-asm' else (4,), lambda v, nw: (2, 3, 4) if v != 'w8a8' and nw == 4 else (4,))
     for v, (bn, bk), sk, ns in itertools.product(('w8a16-asm', 'w8a8-swap'), ((128, 128), (64, 256)), (2, 3, 4), (2, 3, 4)):
         if mode == 'block' and bk != 128: continue
         a8, wcvt, swap = KERNEL_VARIANTS[v]

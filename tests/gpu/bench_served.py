@@ -106,6 +106,48 @@ def environment() -> dict:
             'mode': 'torch.compile + CUDA graphs (vLLM defaults)' if p else 'eager (vLLM CPU)',
             'VLLM_USE_V2_MODEL_RUNNER': os.environ.get('VLLM_USE_V2_MODEL_RUNNER')}
 
+TAU_BY_HEAD = ROOT / 'nbs' / 'results' / 'draft_vocab.json'   # τ of the trained tiny checkpoint for each draft-head size K (vLLM CPU)
+
+def tau_ratio(K_frac=8, path=TAU_BY_HEAD) -> float:
+    "τ with a draft head of V/`K_frac` rows over τ with the full head, as vLLM serves the trained tiny checkpoint (the head's loss)."
+    runs = {r['K']: r['mean_acceptance_length'] for r in json.loads(Path(path).read_text()) if r.get('K')}
+    V = max(runs)
+    return runs[V // K_frac] / runs[V]
+
+def targets(rec: dict, tau_head: float = None) -> list:
+    """The benchmark's three targets, from a record: [{'target', 'goal', 'value', 'met', 'detail'}], `value` None where the
+    record lacks a run. `tau_head` (default `tau_ratio()`) scales decode speed for the truncated head's lower acceptance."""
+    R, D = rec['runs'], lambda n, b: R[n]['batches'][str(b)]['draft_ms']
+    ok = lambda *ns: all(n in R and 'batches' in R[n] for n in ns)
+    out = []
+    base, heads = 'Qwen3.5-27B/bf16-target/bf16/k3', [f'Qwen3.5-27B/{t}-target/fp8-head/k3' for t in ('bf16', 'fp8')]
+    head = next((n for n in heads if ok(n)), None)
+    r = {b: D(head, b) / D(base, b) for b in (1, 4, 16)} if head and ok(base) else None
+    out.append(dict(target='27B draft: FP8 + 40 960-row head vs the BF16 full-head draft, B <= 16', goal='<= 0.30x',
+                    value=max(r.values()) if r else None, met=bool(r) and max(r.values()) <= 0.30,
+                    detail=r and f"{', '.join(f'B={b}: {x:.3f}' for b, x in r.items())} ({head.split('/')[1]})"))
+    bf, f8 = 'Qwen3.5-35B-A3B/bf16-target/bf16/k3', 'Qwen3.5-35B-A3B/bf16-target/fp8/k3'
+    r = {b: D(f8, b) / D(bf, b) for b in R[f8]['batches']} if ok(bf, f8) else None
+    out.append(dict(target='35B-A3B draft: FP8 vs BF16 at every batch', goal='< 1x', value=max(r.values()) if r else None,
+                    met=bool(r) and max(r.values()) < 1, detail=r and ', '.join(f'B={b}: {x:.3f}' for b, x in r.items())))
+    vl, hd = 'Qwen3.5-27B/fp8-target/bf16/k3', 'Qwen3.5-27B/fp8-target/fp8-head/k3'
+    if ok(vl, hd, base):   # online FP8 quantizes vLLM's own draft too: the BF16 draft's step is that step with the BF16 draft's time
+        th = tau_ratio() if tau_head is None else tau_head
+        st = lambda n: R[n]['batches']['1']['step_ms']
+        bf_step = st(vl) - D(vl, 1) + D(base, 1)
+        v = th * bf_step / st(hd)
+        out.append(dict(target='27B decode, FP8 target, B = 1: FP8 + truncated draft vs BF16-draft MTP', goal='>= 1.25x', value=v,
+                        met=v >= 1.25, detail=f'step {st(hd):.2f} ms vs {bf_step:.2f} ms (vLLM FP8-draft step {st(vl):.2f} ms with the BF16 '
+                        f'draft time), x tau ratio {th:.3f} (K = V/8); a draft of no cost would give {bf_step / (bf_step - D(base, 1)):.3f}x'))
+    else: out.append(dict(target='27B decode, FP8 target, B = 1: FP8 + truncated draft vs BF16-draft MTP', goal='>= 1.25x',
+                          value=None, met=False, detail=None))
+    return out
+
+def print_targets(rec: dict):
+    for t in targets(rec):
+        v = 'not measured' if t['value'] is None else f"{t['value']:.3f}x: {'met' if t['met'] else 'MISSED'}"
+        print(f"{t['target']} (goal {t['goal']}): {v}" + (f"  [{t['detail']}]" if t['detail'] else ''))
+
 def _one(argv):
     "Subprocess entry: `bench_served.py --one SPEC.json OUT.json`."
     spec = json.loads(Path(argv[0]).read_text())
@@ -174,8 +216,10 @@ def main(argv=None):
         longest = max(longest, time.time() - t0)
         rec['runs'][name]['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
         rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None}
+        rec['runs'][name]['date'] = time.strftime('%Y-%m-%d')
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rec, indent=1))
+    print_targets(rec)
 
 if __name__ == '__main__':
     if sys.argv[1:2] == ['--one']: _one(sys.argv[2:])

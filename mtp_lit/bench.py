@@ -76,24 +76,27 @@ def _next_pow2(n): return 1 << max(0, (n - 1).bit_length())
 
 _GLUE_WARPS = 16  # num_warps of DraftStep's RMSNorm and SiluAndMul kernels: 16 beat 4 by 8 us a step (H200, nbs/bench/probes/glue_warps_probe.json)
 
-class DraftStep:
-    """One MTP draft step at real shapes with random weights: fc over [norm(embedding), norm(hidden)], one decoder layer
-    (gated attention, dense MLP or routed experts + shared expert), final norm, LM head of `head_rows` rows, argmax.
+try: from fastcore.basics import patch   # nbdev's idiom: a class's methods added in the cells that explain them
+except ImportError:   # fastcore is a docs and test dependency, not an install one
+    def patch(f):
+        "Add `f` to the class of its `self` annotation, as fastcore's `patch` does."
+        cls = f.__annotations__['self']
+        f.__qualname__ = f'{cls.__name__}.{f.__name__}'; setattr(cls, f.__name__, f); return f
 
-    variant: 'bf16' (torch F.linear / cuBLAS), 'fp8-torch' (per-token quant + torch._scaled_mm), 'fp8-mtp_lit'
-    (`fp8_linear`, config from `table` / the tuned table). Per-channel e4m3 weights for the FP8 variants. Routed
-    experts run through `moe_linear` in every variant (torch has no fused-MoE op): BF16 weights for 'bf16'.
-    On CUDA the glue between the linears is fused as in vLLM (one kernel each for the RMSNorms, SiluAndMul, the
-    attention glue, the router softmax-top-k and the MoE combine: `fused=True`); 'fp8-mtp_lit' also keeps the residual
-    stream in float32 and accumulates fc, o_proj and down_proj into it (`fp8_linear(out=...)`); SiluAndMul is its
-    own launch before a dense down_proj and fused into the load of the MoE down_projs (shared and routed); qkv_proj and
-    the dense gate_up_proj also write float32 accumulators. These (and the residual stream, before fc) are zero-filled
-    by the RMSNorm kernel before them; the attention glue and SiluAndMul read them as they are. Rotary embedding is
-    left out (elementwise on 64 of 256 dims); with ctx == 0 a token's attention over itself is its v. pdl: every Triton
-    kernel of the step (linears and glue, all variants) is launched under programmatic dependent launch where
-    `pdl_launch` allows it."""
-    def __init__(self, cfg, variant='bf16', head_rows=None, device='cuda', seed=0, ctx=0, max_m=64, table=None,
-                 backend='auto', fused=None, pdl=True):
+
+# %% ../nbs/14_bench.ipynb #7939a08d
+class DraftStep:
+    "One MTP draft step of `cfg` (a `load_shapes` entry) at real shapes with random weights: the linears, the glue, the head's argmax."
+    def __init__(self, cfg, variant='bf16', # 'bf16' (F.linear), 'fp8-torch' (`torch_fp8_linear`) or 'fp8-mtp_lit' (`fp8_linear`)
+                 head_rows=None, # rows of the draft head (default: the vocabulary)
+                 device='cuda',
+                 seed=0,
+                 ctx=0, # cached tokens each sequence attends to (0: a token attends to itself only)
+                 max_m=64, # the most sequences a step runs (sizes the KV cache for ctx > 0)
+                 table=None, # the tuned kernel table (default: the shipped one)
+                 backend='auto', # `fp8_linear`'s backend
+                 fused=None, # glue as one Triton launch each (default: on CUDA, ctx == 0, not the torch backend)
+                 pdl=True): # programmatic dependent launch where `pdl_launch` allows it
         if variant not in VARIANTS: raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
         self.cfg, self.variant, self.ctx, self.table, self.backend, self.pdl = cfg, variant, ctx, table, backend, pdl
         self.fused = (str(device).startswith('cuda') and backend != 'torch' and ctx == 0) if fused is None else fused
@@ -114,146 +117,166 @@ class DraftStep:
             nkv = cfg['num_key_value_heads']
             self.kc = rnd(max_m, nkv, ctx + 1, D); self.vc = rnd(max_m, nkv, ctx + 1, D)
 
-    def _cfg(self, x, w, act, acc=False):
-        K = x.shape[-1] // (2 if act else 1)
-        return select_config(x.shape[0], w.shape[0], K, 'channel', table=self.table, use=linear_use(acc, act)) if x.is_cuda else None
 
-    def lin(self, x, name, residual=None, act=None):
-        "y = act(x) W^T (+ residual) in this variant's way; with the fused float32 residual stream, residual += y."
-        w, s = self.w[name]
-        if s is None or self.variant != 'fp8-mtp_lit':
-            xa = (self._silu_mul(x) if act else x)
-            if s is None:
-                if residual is not None and self.fused and residual.dtype == xa.dtype: return residual.addmm_(xa, w.t())
-                y = F.linear(xa, w)
-            elif self.variant == 'fp8-torch' and x.is_cuda: y = torch_fp8_linear(xa, w, s)
-            else: y = fp8_linear(xa, w, s, backend=self.backend)
-            if residual is None: return y
-            return residual.add_(y) if self.fused else y + residual
-        if self.fused and residual is not None and residual.dtype == torch.float32:
-            return fp8_linear(x, w, s, out=residual, act=act, config=self._cfg(x, w, act, True), backend=self.backend,
-                              pdl=self.pdl)
-        y = fp8_linear(x, w, s, act=act, config=self._cfg(x, w, act), backend=self.backend, pdl=self.pdl)
-        return y if residual is None else y + residual
+# %% ../nbs/14_bench.ipynb #c317384e
+@patch
+def _cfg(self: DraftStep, x, w, act, acc=False):
+    K = x.shape[-1] // (2 if act else 1)
+    return select_config(x.shape[0], w.shape[0], K, 'channel', table=self.table, use=linear_use(acc, act)) if x.is_cuda else None
 
-    def _pk(self, x):
-        "launch keywords of a glue kernel: PDL where allowed"
-        return pdl_launch(x) if self.pdl else {}
+@patch
+def lin(self: DraftStep, x, name, residual=None, act=None):
+    "y = act(x) W^T (+ residual) in this variant's way; with the fused float32 residual stream, residual += y."
+    w, s = self.w[name]
+    if s is None or self.variant != 'fp8-mtp_lit':
+        xa = (self._silu_mul(x) if act else x)
+        if s is None:
+            if residual is not None and self.fused and residual.dtype == xa.dtype: return residual.addmm_(xa, w.t())
+            y = F.linear(xa, w)
+        elif self.variant == 'fp8-torch' and x.is_cuda: y = torch_fp8_linear(xa, w, s)
+        else: y = fp8_linear(xa, w, s, backend=self.backend)
+        if residual is None: return y
+        return residual.add_(y) if self.fused else y + residual
+    if self.fused and residual is not None and residual.dtype == torch.float32:
+        return fp8_linear(x, w, s, out=residual, act=act, config=self._cfg(x, w, act, True), backend=self.backend,
+                          pdl=self.pdl)
+    y = fp8_linear(x, w, s, act=act, config=self._cfg(x, w, act), backend=self.backend, pdl=self.pdl)
+    return y if residual is None else y + residual
 
-    def _silu_mul(self, x):
-        "SiluAndMul of a gate_up output [M, 2I] (bf16, or the float32 accumulator) -> bf16 [M, I]"
-        if not (self.fused and x.is_cuda): return silu_mul(x).to(torch.bfloat16)
+
+# %% ../nbs/14_bench.ipynb #8348f5ac
+@patch
+def _pk(self: DraftStep, x):
+    "launch keywords of a glue kernel: PDL where allowed"
+    return pdl_launch(x) if self.pdl else {}
+
+@patch
+def _silu_mul(self: DraftStep, x):
+    "SiluAndMul of a gate_up output [M, 2I] (bf16, or the float32 accumulator) -> bf16 [M, I]"
+    if not (self.fused and x.is_cuda): return silu_mul(x).to(torch.bfloat16)
+    from mtp_lit import _triton_kernels as tk
+    M, K2 = x.shape
+    o = torch.empty(M, K2 // 2, device=x.device, dtype=torch.bfloat16)
+    tk.silu_mul_kernel[(M, math.ceil(K2 // 2 / 4096))](x, o, K2 // 2, x.stride(0), o.stride(0), BLOCK=4096,
+                                                               num_warps=_GLUE_WARPS, **self._pk(x))
+    return o
+
+@patch
+def _norm(self: DraftStep, x, name, x2=None, name2=None, zero=None):
+    "RMSNorm(s) -> bf16; zero: a float32 [M, n] accumulator to zero-fill on the way"
+    c = self.cfg
+    H, eps = c['hidden_size'], c['rms_norm_eps']
+    if not self.fused:
+        if zero is not None: zero.zero_()
+        y = F.rms_norm(x.to(torch.bfloat16), (H,), self.p[name], eps)
+        return y if x2 is None else torch.cat([y, F.rms_norm(x2, (H,), self.p[name2], eps)], -1)
+    from mtp_lit import _triton_kernels as tk
+    M = x.shape[0]
+    o = torch.empty(M, H * (2 if x2 is not None else 1), device=x.device, dtype=torch.bfloat16)
+    two = x2 is not None
+    tk.rms_norm_kernel[(M, 2 if two else 1)](x, self.p[name], x2 if two else x, self.p[name2 or name], o, H, eps,
+                                             x.stride(0), (x2 if two else x).stride(0), o.stride(0),
+                                             TWO=two, BLOCK=_next_pow2(H), z_ptr=zero,
+                                             NZ=0 if zero is None else zero.shape[1], ZERO=zero is not None,
+                                             num_warps=_GLUE_WARPS,
+                                             **self._pk(x))
+    return o
+
+
+# %% ../nbs/14_bench.ipynb #048856e9
+@patch
+def _attention(self: DraftStep, qkv):
+    c, p = self.cfg, self.p
+    D, nq, nkv, eps = c['head_dim'], c['num_attention_heads'], c['num_key_value_heads'], c['rms_norm_eps']
+    M = qkv.shape[0]
+    gate_on = c['attn_output_gate']
+    if self.fused:
         from mtp_lit import _triton_kernels as tk
-        M, K2 = x.shape
-        o = torch.empty(M, K2 // 2, device=x.device, dtype=torch.bfloat16)
-        tk.silu_mul_kernel[(M, math.ceil(K2 // 2 / 4096))](x, o, K2 // 2, x.stride(0), o.stride(0), BLOCK=4096,
-                                                                   num_warps=_GLUE_WARPS, **self._pk(x))
+        dt = torch.bfloat16  # qkv: bf16, or the float32 accumulator of an 'fp8-mtp_lit' step
+        o = torch.empty(M, nq * D, device=qkv.device, dtype=dt)
+        qn = torch.empty(M, nq, D, device=qkv.device, dtype=dt); kn = torch.empty(M, nkv, D, device=qkv.device, dtype=dt)
+        tk.gated_attn_ctx0_kernel[(M, nq + nkv)](qkv, p['qn'], p['kn'], o, qn, kn, eps, qkv.stride(0),
+                                                 NQ=nq, NKV=nkv, D=D, GATE=gate_on, **self._pk(qkv))
         return o
+    nqg = nq * D * (2 if gate_on else 1)
+    qg, k, v = qkv.split([nqg, nkv * D, nkv * D], -1)
+    if gate_on: q, gate = qg.view(M, nq, 2 * D).chunk(2, -1)
+    else: q, gate = qg.view(M, nq, D), None
+    q = F.rms_norm(q, (D,), p['qn'], eps)
+    k = F.rms_norm(k.view(M, nkv, D), (D,), p['kn'], eps)
+    v = v.view(M, nkv, D)
+    if self.ctx:
+        kc, vc = self.kc[:M], self.vc[:M]
+        kc[:, :, self.ctx] = k; vc[:, :, self.ctx] = v
+        o = F.scaled_dot_product_attention(q[:, :, None], kc, vc, enable_gqa=True)[:, :, 0]
+    else:
+        o = v.repeat_interleave(nq // nkv, 1)
+    if gate is not None: o = o * torch.sigmoid(gate)
+    return o.reshape(M, nq * D)
 
-    def _norm(self, x, name, x2=None, name2=None, zero=None):
-        "RMSNorm(s) -> bf16; zero: a float32 [M, n] accumulator to zero-fill on the way"
-        c = self.cfg
-        H, eps = c['hidden_size'], c['rms_norm_eps']
-        if not self.fused:
-            if zero is not None: zero.zero_()
-            y = F.rms_norm(x.to(torch.bfloat16), (H,), self.p[name], eps)
-            return y if x2 is None else torch.cat([y, F.rms_norm(x2, (H,), self.p[name2], eps)], -1)
+
+# %% ../nbs/14_bench.ipynb #d78233dc
+@patch
+def _moe(self: DraftStep, a, x):
+    c = self.cfg
+    moe = c['moe']
+    I, k, Is, E = moe['moe_intermediate_size'], moe['top_k'], moe['shared_expert_intermediate_size'], moe['num_experts']
+    M, H = a.shape
+    logits = self.lin(a, 'router')
+    (wgu, sgu), (wd, sd) = self.w['experts_gate_up_proj'], self.w['experts_down_proj']
+    if self.fused:
         from mtp_lit import _triton_kernels as tk
-        M = x.shape[0]
-        o = torch.empty(M, H * (2 if x2 is not None else 1), device=x.device, dtype=torch.bfloat16)
-        two = x2 is not None
-        tk.rms_norm_kernel[(M, 2 if two else 1)](x, self.p[name], x2 if two else x, self.p[name2 or name], o, H, eps,
-                                                 x.stride(0), (x2 if two else x).stride(0), o.stride(0),
-                                                 TWO=two, BLOCK=_next_pow2(H), z_ptr=zero,
-                                                 NZ=0 if zero is None else zero.shape[1], ZERO=zero is not None,
-                                                 num_warps=_GLUE_WARPS,
-                                                 **self._pk(x))
-        return o
+        ids = torch.empty(M, k, device=a.device, dtype=torch.int32); wts = torch.empty(M, k, device=a.device, dtype=torch.float32)
+        tk.router_topk_kernel[(M,)](logits, wts, ids, E, logits.stride(0), TOPK=k, TOPK_P2=_next_pow2(k),
+                                    BLOCK=_next_pow2(E), RENORM=moe['norm_topk_prob'], **self._pk(a))
+    else:
+        wts, ids = torch.topk(torch.softmax(logits.float(), -1), k, -1)
+        if moe['norm_topk_prob']: wts = wts / wts.sum(-1, keepdim=True)
+    self.last_ids = ids
+    gu = moe_linear(a, wgu, sgu, ids, backend=self.backend, pdl=self.pdl)
+    y = moe_linear(gu, wd, sd, ids, per_slot_input=True, act='silu_mul', backend=self.backend, pdl=self.pdl)
+    sg = self.lin(a, 'shared_gate_up_proj')
+    sdn = self.lin(sg, 'shared_down_proj', act='silu_mul')
+    if self.fused:
+        tk.moe_combine_kernel[(M,)](x, y, wts, sdn, a, self.w['shared_expert_gate'][0], H, x.stride(0), y.stride(1),
+                                    sdn.stride(0), a.stride(0), TOPK=k, BLOCK=_next_pow2(H), **self._pk(x))
+        return x
+    routed = (y.float() * wts[..., None]).sum(1)
+    gate = torch.sigmoid(self.lin(a, 'shared_expert_gate').float())
+    return (x.float() + routed + gate * sdn.float()).to(x.dtype)
 
-    def _attention(self, qkv):
-        c, p = self.cfg, self.p
-        D, nq, nkv, eps = c['head_dim'], c['num_attention_heads'], c['num_key_value_heads'], c['rms_norm_eps']
-        M = qkv.shape[0]
-        gate_on = c['attn_output_gate']
-        if self.fused:
-            from mtp_lit import _triton_kernels as tk
-            dt = torch.bfloat16  # qkv: bf16, or the float32 accumulator of an 'fp8-mtp_lit' step
-            o = torch.empty(M, nq * D, device=qkv.device, dtype=dt)
-            qn = torch.empty(M, nq, D, device=qkv.device, dtype=dt); kn = torch.empty(M, nkv, D, device=qkv.device, dtype=dt)
-            tk.gated_attn_ctx0_kernel[(M, nq + nkv)](qkv, p['qn'], p['kn'], o, qn, kn, eps, qkv.stride(0),
-                                                     NQ=nq, NKV=nkv, D=D, GATE=gate_on, **self._pk(qkv))
-            return o
-        nqg = nq * D * (2 if gate_on else 1)
-        qg, k, v = qkv.split([nqg, nkv * D, nkv * D], -1)
-        if gate_on: q, gate = qg.view(M, nq, 2 * D).chunk(2, -1)
-        else: q, gate = qg.view(M, nq, D), None
-        q = F.rms_norm(q, (D,), p['qn'], eps)
-        k = F.rms_norm(k.view(M, nkv, D), (D,), p['kn'], eps)
-        v = v.view(M, nkv, D)
-        if self.ctx:
-            kc, vc = self.kc[:M], self.vc[:M]
-            kc[:, :, self.ctx] = k; vc[:, :, self.ctx] = v
-            o = F.scaled_dot_product_attention(q[:, :, None], kc, vc, enable_gqa=True)[:, :, 0]
-        else:
-            o = v.repeat_interleave(nq // nkv, 1)
-        if gate is not None: o = o * torch.sigmoid(gate)
-        return o.reshape(M, nq * D)
 
-    def _moe(self, a, x):
-        c = self.cfg
-        moe = c['moe']
-        I, k, Is, E = moe['moe_intermediate_size'], moe['top_k'], moe['shared_expert_intermediate_size'], moe['num_experts']
-        M, H = a.shape
-        logits = self.lin(a, 'router')
-        (wgu, sgu), (wd, sd) = self.w['experts_gate_up_proj'], self.w['experts_down_proj']
-        if self.fused:
-            from mtp_lit import _triton_kernels as tk
-            ids = torch.empty(M, k, device=a.device, dtype=torch.int32); wts = torch.empty(M, k, device=a.device, dtype=torch.float32)
-            tk.router_topk_kernel[(M,)](logits, wts, ids, E, logits.stride(0), TOPK=k, TOPK_P2=_next_pow2(k),
-                                        BLOCK=_next_pow2(E), RENORM=moe['norm_topk_prob'], **self._pk(a))
-        else:
-            wts, ids = torch.topk(torch.softmax(logits.float(), -1), k, -1)
-            if moe['norm_topk_prob']: wts = wts / wts.sum(-1, keepdim=True)
-        self.last_ids = ids
-        gu = moe_linear(a, wgu, sgu, ids, backend=self.backend, pdl=self.pdl)
-        y = moe_linear(gu, wd, sd, ids, per_slot_input=True, act='silu_mul', backend=self.backend, pdl=self.pdl)
-        sg = self.lin(a, 'shared_gate_up_proj')
-        sdn = self.lin(sg, 'shared_down_proj', act='silu_mul')
-        if self.fused:
-            tk.moe_combine_kernel[(M,)](x, y, wts, sdn, a, self.w['shared_expert_gate'][0], H, x.stride(0), y.stride(1),
-                                        sdn.stride(0), a.stride(0), TOPK=k, BLOCK=_next_pow2(H), **self._pk(x))
-            return x
-        routed = (y.float() * wts[..., None]).sum(1)
-        gate = torch.sigmoid(self.lin(a, 'shared_expert_gate').float())
-        return (x.float() + routed + gate * sdn.float()).to(x.dtype)
+# %% ../nbs/14_bench.ipynb #c863a1a9
+@patch
+def hidden(self: DraftStep, emb, hid):
+    "The draft's final normed hidden state [M, H] (bf16) from the last token's embedding [M, H] and the target's hidden state [M, H]."
+    c = self.cfg
+    M = emb.shape[0]
+    acc = self.fused and self.variant == 'fp8-mtp_lit'  # float32 accumulators, zero-filled by the norm before them
+    # (split-K then costs no zero-fill or cast launch; the attention glue and SiluAndMul read them as they are)
+    x = torch.empty(M, c['hidden_size'], device=emb.device, dtype=torch.float32) if acc else None
+    x = self.lin(self._norm(emb, 'enorm', hid, 'hnorm', zero=x), 'fc', residual=x)
+    qkv = torch.empty(M, self.w['qkv_proj'][0].shape[0], device=emb.device, dtype=torch.float32) if acc else None
+    qkv = self.lin(self._norm(x, 'ln1', zero=qkv), 'qkv_proj', residual=qkv)
+    x = self.lin(self._attention(qkv), 'o_proj', residual=x)
+    if c.get('moe'): return self._norm(self._moe(self._norm(x, 'ln2'), x), 'norm')
+    gu = torch.empty(M, 2 * c['intermediate_size'], device=emb.device, dtype=torch.float32) if acc else None
+    gu = self.lin(self._norm(x, 'ln2', zero=gu), 'gate_up_proj', residual=gu)
+    x = self.lin(self._silu_mul(gu), 'down_proj', residual=x)  # fusing SiluAndMul into down_proj's load cost more
+    # than its own launch on the H200 (37 vs ~28 us at M <= 16: the exp runs on all BM rows)
+    return self._norm(x, 'norm')
 
-    def hidden(self, emb, hid):
-        "The draft's final normed hidden state [M, H] (bf16) from the last token's embedding [M, H] and the target's hidden state [M, H]."
-        c = self.cfg
-        M = emb.shape[0]
-        acc = self.fused and self.variant == 'fp8-mtp_lit'  # float32 accumulators, zero-filled by the norm before them
-        # (split-K then costs no zero-fill or cast launch; the attention glue and SiluAndMul read them as they are)
-        x = torch.empty(M, c['hidden_size'], device=emb.device, dtype=torch.float32) if acc else None
-        x = self.lin(self._norm(emb, 'enorm', hid, 'hnorm', zero=x), 'fc', residual=x)
-        qkv = torch.empty(M, self.w['qkv_proj'][0].shape[0], device=emb.device, dtype=torch.float32) if acc else None
-        qkv = self.lin(self._norm(x, 'ln1', zero=qkv), 'qkv_proj', residual=qkv)
-        x = self.lin(self._attention(qkv), 'o_proj', residual=x)
-        if c.get('moe'): return self._norm(self._moe(self._norm(x, 'ln2'), x), 'norm')
-        gu = torch.empty(M, 2 * c['intermediate_size'], device=emb.device, dtype=torch.float32) if acc else None
-        gu = self.lin(self._norm(x, 'ln2', zero=gu), 'gate_up_proj', residual=gu)
-        x = self.lin(self._silu_mul(gu), 'down_proj', residual=x)  # fusing SiluAndMul into down_proj's load cost more
-        # than its own launch on the H200 (37 vs ~28 us at M <= 16: the exp runs on all BM rows)
-        return self._norm(x, 'norm')
+@patch
+def __call__(self: DraftStep, emb, hid):
+    """Draft token ids [M] (int64): argmax of the draft head over `hidden`. 'fp8-mtp_lit' with the fused glue (CUDA,
+    ctx == 0, backend not 'torch') reduces the logits inside the head kernel (`fp8_linear_argmax`); otherwise the
+    head runs, then `torch.argmax`, as vLLM does."""
+    h = self.hidden(emb, hid)
+    w, s = self.w['head']
+    if self.variant == 'fp8-mtp_lit' and self.fused and s is not None:
+        return fp8_linear_argmax(h, w, s, config=self._cfg(h, w, None), backend=self.backend, pdl=self.pdl)
+    return self.lin(h, 'head').argmax(-1)
 
-    def __call__(self, emb, hid):
-        """Draft token ids [M] (int64): argmax of the draft head over `hidden`. 'fp8-mtp_lit' with the fused glue (CUDA,
-        ctx == 0, backend not 'torch') reduces the logits inside the head kernel (`fp8_linear_argmax`); otherwise the
-        head runs, then `torch.argmax`, as vLLM does."""
-        h = self.hidden(emb, hid)
-        w, s = self.w['head']
-        if self.variant == 'fp8-mtp_lit' and self.fused and s is not None:
-            return fp8_linear_argmax(h, w, s, config=self._cfg(h, w, None), backend=self.backend, pdl=self.pdl)
-        return self.lin(h, 'head').argmax(-1)
 
 # %% ../nbs/14_bench.ipynb #d6c540bb
 def tiny_shapes(shapes=None):

@@ -61,6 +61,7 @@ class Family:
     fc_quantizable: bool   # False where vLLM builds it as nn.Linear / a ReplicatedLinear without quant_config
     attn: str              # 'qkv' (q/k/v_proj packed into qkv_proj) | 'mla' (DeepSeek MLA: q_a_proj + kv_a_proj_with_mqa -> fused_qkv_a_proj)
     moe: str               # 'never' | 'always' | 'first_k_dense' (MoE iff n_routed_experts and N+i >= first_k_dense_replace)
+                           # | 'layer_types' (MoE iff mlp_layer_types[N+i] is 'sparse', the list padded with its last entry)
     shared_expert: str     # module name of the shared expert(s) ('' if none)
     head: str              # layer-relative checkpoint name of the draft's own head ('' = shares the target's lm_head)
     head_quant: str        # quant prefix of the draft's head module (relative to quant_layer, or absolute 'lm_head')
@@ -102,6 +103,9 @@ FAMILIES = (
     Family('deepseek_v32', ('deepseek_v32', 'glm_moe_dsa'), ('DeepseekV32ForCausalLM', 'GlmMoeDsaForCausalLM', 'DeepseekV32MTPModel'),
            'DeepseekV32MTP', 'DeepseekV32MTPModel', 'vllm.models.deepseek_v32', param_layer='model.layers.{n}.mtp_block',
            quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='mla', extended=False, **_DS),
+    Family('hy_v4', ('hy_v4', 'hy_v4_mtp'), ('HYV4ForCausalLM', 'HYV4MTPModel'), 'HYV4MTP', 'HYV4MTPModel', 'vllm.models.hy_v4',
+           ('num_nextn_predict_layers',), 1, 'model.mtp_layers.{i}', (), 'model.layers.{n}.mtp_block', 'model.layers.{n}', False,
+           'eh_proj', False, 'mla', 'layer_types', 'shared_experts', '', 'lm_head', extended=False),
     Family('mimo', ('mimo', 'mimo_mtp'), ('MiMoForCausalLM', 'MiMoMTPModel'), 'MiMoMTP', 'MiMoMTPModel', 'mimo_mtp.py',
            ('num_nextn_predict_layers',), None, 'model.mtp_layers.{i}', (), 'model.mtp_layers.{n}.mtp_block', 'model.layers.{n}', True,
            'input_proj', False, 'qkv', 'never', '', '', 'lm_head'),
@@ -168,6 +172,9 @@ class DraftLayout:
         if m == 'never' or not self.num_experts: return False
         if m == 'always': return True
         n = self.num_hidden_layers + i
+        if m == 'layer_types':   # HYV4Config's default list: one dense layer, then sparse ones
+            t = self.config.get('mlp_layer_types') or ['dense'] + ['sparse'] * (self.num_hidden_layers - 1)
+            return (t[n] if n < len(t) else t[-1]) == 'sparse'
         return n >= self.first_k_dense and n % self.moe_layer_freq == 0
 
 def draft_layout(config) -> DraftLayout:
@@ -304,6 +311,7 @@ def _vllm_rel(rel_mod, lay):
     r = rel_mod
     if lay.family.attn == 'qkv': r = re.sub(r'(^|\.)(q|k|v)_proj$', r'\1qkv_proj', r)
     elif lay.q_lora_rank: r = re.sub(r'(^|\.)(q_a_proj|kv_a_proj_with_mqa)$', r'\1fused_qkv_a_proj', r)
+    r = re.sub(r'(^|\.)indexer\.(wk|weights_proj)$', r'\1indexer.wk_weights_proj', r)   # the DSA indexer's one GEMM
     return re.sub(r'(^|\.)(gate|up)_proj$', r'\1gate_up_proj', r)
 
 def classify_tensor(name: str, shape, dtype, config) -> TensorInfo:
@@ -355,6 +363,8 @@ def expert_layouts(names, config) -> dict[int, str | None]:
     return {i: expert_layout(ns) for i, ns in by.items()}
 
 # %% ../nbs/02_layouts.ipynb #16acb647
+_HY_SPARSE = ('sparse_attention', 'sparse', 'indexed_attention', 'deepseek_sparse_attention')   # HY V4's sparse (DSA) layer types
+
 def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', expert_ids=None, _strict=True) -> list[dict]:
     """`[{'name', 'shape', 'dtype'}]` of the draft tensors a checkpoint of `config` stores, derived from the config and the family's
     layout (vLLM 0.32 `*_mtp.py`). `experts`: 'split' or 'fused' routed experts; `expert_ids`: which experts to list (default all).
@@ -372,7 +382,7 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
     E = lay.num_experts; eids = range(E or 0) if expert_ids is None else expert_ids
     def moe(p, F, Fs, shared):
         t(f'{p}.mlp.gate.weight', E, H)
-        if f.moe == 'first_k_dense' and c.get('topk_method') == 'noaux_tc': t(f'{p}.mlp.gate.e_score_correction_bias', E, dt='F32')
+        if f.moe == 'first_k_dense' and c.get('topk_method') == 'noaux_tc' or f.name == 'hy_v4': t(f'{p}.mlp.gate.e_score_correction_bias', E, dt='F32')
         if experts == 'split':
             for e in eids:
                 t(f'{p}.mlp.experts.{e}.gate_proj.weight', F, H); t(f'{p}.mlp.experts.{e}.up_proj.weight', F, H)
@@ -382,6 +392,14 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
             t(f'{p}.mlp.{shared}.gate_proj.weight', Fs, H); t(f'{p}.mlp.{shared}.up_proj.weight', Fs, H); t(f'{p}.mlp.{shared}.down_proj.weight', H, Fs)
         if shared == 'shared_expert': t(f'{p}.mlp.shared_expert_gate.weight', 1, H)
     def dense(p, I): t(f'{p}.mlp.gate_proj.weight', I, H); t(f'{p}.mlp.up_proj.weight', I, H); t(f'{p}.mlp.down_proj.weight', H, I)
+    def hy_attn(p, n, qr, dv):   # HY V4's MLA extras (HYV4Config defaults): output gate, attention sink, a sparse layer's indexer
+        if c.get('gated_mla', True): t(f'{p}.self_attn.linear_gate.weight', nh * (1 if c.get('gating_type') == 'headwise' else dv), H)
+        if c.get('learnable_sink', True): t(f'{p}.self_attn.learnable_sink_param', nh)
+        lt = c.get('layer_types')
+        if not lt or (lt[n] if n < len(lt) else lt[-1]) not in _HY_SPARSE: return
+        dh, ni, x = g('index_head_dim', default=128), g('index_n_heads', default=16), f'{p}.self_attn.indexer'
+        t(f'{x}.wq_b.weight', ni * dh, qr); t(f'{x}.wk.weight', dh, H); t(f'{x}.k_norm.weight', dh); t(f'{x}.k_norm.bias', dh)
+        t(f'{x}.weights_proj.weight', ni, H)
     for i in range(lay.num_mtp_layers):
         p = lay.ckpt_prefix(i)
         if f.ckpt_layer.startswith('model.layers'):      # DeepSeek / GLM
@@ -389,7 +407,7 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
             t(f'{p}.embed_tokens.weight', g('vocab_size'), H); t(f'{p}.shared_head.norm.weight', H); t(f'{p}.shared_head.head.weight', g('vocab_size'), H)
         elif f.name == 'mimo':
             t(f'{p}.token_layernorm.weight', H); t(f'{p}.hidden_layernorm.weight', H); t(f'{p}.input_proj.weight', H, 2 * H)
-        elif f.name == 'mimo_v2':
+        elif f.name in ('mimo_v2', 'hy_v4'):
             t(f'{p}.enorm.weight', H); t(f'{p}.hnorm.weight', H); t(f'{p}.eh_proj.weight', H, 2 * H)
         t(f'{p}.input_layernorm.weight', H)
         t(f"{p}.{'pre_mlp_layernorm' if f.name == 'mimo_v2' else 'post_attention_layernorm'}.weight", H)
@@ -400,6 +418,7 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
             else: t(f'{p}.self_attn.q_proj.weight', nh * (dn + dr), H)
             t(f'{p}.self_attn.kv_a_proj_with_mqa.weight', kvr + dr, H); t(f'{p}.self_attn.kv_a_layernorm.weight', kvr)
             t(f'{p}.self_attn.kv_b_proj.weight', nh * (dn + dv), kvr); t(f'{p}.self_attn.o_proj.weight', H, nh * dv)
+            if f.name == 'hy_v4': hy_attn(p, lay.num_hidden_layers + i, qr, dv)
         else:
             d = g(*a('head_dim'), default=H // nh); kv = g(*a('num_key_value_heads'), default=nh); dv = g(*a('v_head_dim'), default=d)
             gate = 2 if f.name == 'qwen3_next' or (f.name.startswith('qwen3_5') and c.get('attn_output_gate', True)) else 1
@@ -413,7 +432,7 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
             Fs = g('shared_expert_intermediate_size', default=0) if f.shared_expert == 'shared_expert' else g('moe_intermediate_size') * g('n_shared_experts', default=0)
             moe(p, g('moe_intermediate_size'), Fs, f.shared_expert)
         else: dense(p, g('intermediate_size'))
-        if f.name.startswith('mimo'): t(f'{p}.final_layernorm.weight', H)
+        if f.name.startswith('mimo') or f.name == 'hy_v4': t(f'{p}.final_layernorm.weight', H)
     if f.ckpt_globals:
         t('mtp.fc.weight', H, 2 * H); t('mtp.pre_fc_norm_embedding.weight', H); t('mtp.pre_fc_norm_hidden.weight', H); t('mtp.norm.weight', H)
     return out
@@ -437,7 +456,7 @@ def draft_modules(config) -> list[DraftModule]:
         g = {}
         for w in ws:
             ti = classify_tensor(w['name'], w['shape'], w['dtype'], lay)
-            if ti.role in ('norm', 'embed') or ti.name.rpartition('.')[2] in ('bias', 'e_score_correction_bias'): continue
+            if ti.role in ('norm', 'embed') or ti.name.rpartition('.')[2] not in ('weight', 'qweight') and ti.role != 'routed_expert_fused': continue
             g.setdefault(ti.vllm_module, [ti.role, ti.mtp_index, []])[2].append(ti.module)
         return g
     split = group(synth_mtp_weights(lay, 'split', expert_ids=reps, _strict=False))
@@ -445,7 +464,7 @@ def draft_modules(config) -> list[DraftModule]:
     out = []
     for v, (role, idx, shards) in split.items():
         kind = ('experts' if role.startswith('routed_expert') else 'head' if role == 'head' else 'plain' if role == 'router'
-                or (role == 'fc' and not lay.family.fc_quantizable) else 'linear')
+                or (role == 'fc' and not lay.family.fc_quantizable) or v.endswith('.indexer.wk_weights_proj') else 'linear')
         out.append(DraftModule(v, tuple(dict.fromkeys(shards)), kind, role, idx, tuple(dict.fromkeys(fused[v][2])) if kind == 'experts' else ()))
     return out
 
@@ -655,7 +674,8 @@ def module_quant(module: DraftModule, quant_config: dict | None, config) -> tupl
     first): the algorithm (`'NVFP4'`, `'FP8'`, ...) or None when it stays unquantized, and why."""
     lay = draft_layout(config)
     if module.kind == 'plain':
-        return None, 'never quantized: vLLM builds it ' + ('as nn.Linear' if module.role == 'fc' else 'without a quant config (router)')
+        return None, 'never quantized: vLLM builds it ' + ('as nn.Linear' if module.role == 'fc' else 'without a quant config ('
+                                                           + ('router)' if module.role == 'router' else 'the DSA indexer)'))
     if module.kind == 'head': return None, "not the draft's: vLLM replaces the draft's head with the target's lm_head after loading (method mtp)"
     qs = quant_scheme(quant_config)
     if qs is None: return None, 'checkpoint not quantized'
@@ -741,6 +761,7 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
         if m.kind == 'head': continue
         if m.kind == 'plain':
             for t in quant:
+                if '.indexer.wk.' in t.name and t.dtype == 'F8_E4M3' and t.name in scales: continue   # vLLM dequantizes it at load
                 gaps.append(Gap('quantized_plain_linear', t.name, f'stored {t.dtype}, but vLLM builds {v} without a quant config (no scale parameter)',
                                 'dequantize to BF16 before loading (W = s·Q)', v))
             continue

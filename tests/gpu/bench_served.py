@@ -142,22 +142,28 @@ def targets(rec: dict, tau_head: float = None) -> list:
     out.append(dict(target='35B-A3B draft: FP8 vs BF16 at every batch', goal='< 1x', value=max(r.values()) if r else None,
                     met=bool(r) and max(r.values()) < 1, detail=r and ', '.join(f'B={b}: {x:.3f}' for b, x in r.items())))
     vl, hd = 'Qwen3.5-27B/fp8-target/bf16/k3', 'Qwen3.5-27B/fp8-target/fp8-head/k3'
-    if ok(vl, hd, base):   # online FP8 quantizes vLLM's own draft too: the BF16 draft's step is that step with the BF16 draft's time
+    if ok(vl, hd, base):
         th = tau_ratio() if tau_head is None else tau_head
         st = lambda n: R[n]['batches']['1']['step_ms']
-        bf_step = st(vl) - D(vl, 1) + D(base, 1)
+        bf_step = bf16_draft_step(rec, '1')
         v = th * bf_step / st(hd)
-        rows = R[hd]['settings'].get('head_rows') or 0
+        rows = R[hd]['settings']['head_rows']
         out.append(dict(target='27B decode, FP8 target, B = 1: FP8 + truncated draft vs BF16-draft MTP (modelled step)', goal='>= 1.25x', value=v,
                         met=v >= 1.25, detail=f'step {st(hd):.2f} ms vs {bf_step:.2f} ms (modelled: vLLM FP8-draft step {st(vl):.2f} ms with the BF16 '
                         f'draft time put back), x tau ratio {th:.3f} (the trained tiny checkpoint at K = V/8; the served head is V/'
-                        f"{rec_vocab(R, hd) / rows:.1f}); vs vLLM's own FP8 draft (measured): {th * st(vl) / st(hd):.3f}x; "
+                        f"{rec_vocab(hd) / rows:.1f}); vs vLLM's own FP8 draft (measured): {th * st(vl) / st(hd):.3f}x; "
                         f'a draft of no cost would give {bf_step / (bf_step - D(base, 1)):.3f}x'))
     else: out.append(dict(target='27B decode, FP8 target, B = 1: FP8 + truncated draft vs BF16-draft MTP', goal='>= 1.25x',
                           value=None, met=False, detail=None))
     return out
 
-def rec_vocab(R: dict, name: str) -> int:
+def bf16_draft_step(rec: dict, b: str, model: str = 'Qwen3.5-27B') -> float:
+    """Modelled ms of a decode step at batch `b` under the FP8 target with vLLM's BF16 draft: vLLM's online FP8 quantizes its
+    own draft too, so this is the FP8 target's step with vLLM's FP8 draft time replaced by its BF16 draft time (BF16 target)."""
+    R = rec['runs']; vl, bf = R[f'{model}/fp8-target/bf16/k3']['batches'][b], R[f'{model}/bf16-target/bf16/k3']['batches'][b]
+    return vl['step_ms'] - vl['draft_ms'] + bf['draft_ms']
+
+def rec_vocab(name: str) -> int:
     "The vocabulary of a run's model, from its real config.json."
     c = json.loads((CONFIGS / name.split('/')[0] / 'config.json').read_text())
     return c.get('text_config', c)['vocab_size']

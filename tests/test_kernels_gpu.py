@@ -365,8 +365,9 @@ def _experts(scheme, E=16, H=256, I=128, g=None):
 
 @pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
 @pytest.mark.parametrize('on_input', [False, True])
-def test_grouped_fp8_moe_matches_the_host_grouped_loop(scheme, on_input):
+def test_grouped_fp8_moe_matches_the_host_grouped_loop(scheme, on_input, monkeypatch):
     "The capture-safe two-launch path (moe_linear) against the loop over experts (fp8_linear per group), and expert parallelism."
+    monkeypatch.setenv('MTP_LIT_MOE_VLLM_MIN_M', '0')   # vLLM's fused-MoE path off: the grouped kernel
     g = gen()
     q13, s13, q2, s2, block = _experts(scheme, g=g)
     T, k, E = 37, 4, q13.shape[0]
@@ -389,8 +390,11 @@ def test_grouped_fp8_moe_matches_the_host_grouped_loop(scheme, on_input):
     if ref is not None: assert ((ep.double() - ref.double()).norm() / ref.double().norm()).item() < 2e-2
 
 
-def test_grouped_fp8_moe_in_a_cuda_graph():
-    "Captured once, replayed with new tokens and new routing: the eager result (no host sync, fixed shapes)."
+@pytest.mark.parametrize('vllm_path', ['0', '1'])
+def test_grouped_fp8_moe_in_a_cuda_graph(vllm_path, monkeypatch):
+    "Captured once, replayed with new tokens and new routing: the eager result (no host sync, fixed shapes); grouped kernel and vLLM's fused MoE."
+    if vllm_path == '1': pytest.importorskip('vllm.model_executor.layers.fused_moe.fused_moe')
+    monkeypatch.setenv('MTP_LIT_MOE_VLLM_MIN_M', vllm_path)
     g = gen()
     q13, s13, q2, s2, block = _experts('per-channel', g=g)
     T, k, E = 8, 4, q13.shape[0]
@@ -420,3 +424,92 @@ def test_fp8_linear_op_under_torch_compile_and_graphs(mode):
     for _ in range(3): y = comp(x)
     assert torch.equal(y, eager)
     assert torch.equal(fp8_linear_argmax_op(x, q, s), fp8_linear(x, q, s).argmax(-1))
+
+
+# ---- many tokens: W8A8 through torch._scaled_mm (dense) and vLLM's fused-MoE kernel (experts)
+
+from mtp_lit.kernels import SCALED_MM_MIN_M, scaled_mm_ok, scaled_mm_linear, quantize_act_rows, quantize_act_groups  # noqa: E402
+
+sm90 = cuda_ok and torch.cuda.get_device_capability() >= (9, 0)
+
+
+@pytest.mark.skipif(not sm90, reason='torch._scaled_mm row-wise scales: sm_90')
+def test_act_quant_rows_matches_torch():
+    "The Triton per-token quantisation gives torch's scales, and e4m3 codes equal to torch's but for rare division-rounding ties."
+    g = gen()
+    x = rand(300, 5120, g=g, mean=0.3, outliers=8).bfloat16()
+    q, s = quantize_act_rows(x)
+    qt, st = quantize_act_groups(x, x.shape[1])
+    assert torch.equal(s, st)
+    assert (q.view(torch.uint8) != qt.view(torch.uint8)).float().mean().item() < 1e-3
+
+
+@pytest.mark.skipif(not sm90, reason='torch._scaled_mm row-wise scales: sm_90')
+@pytest.mark.parametrize('mode', ['tensor', 'channel'])
+@pytest.mark.parametrize('N,K', [(5120, 17408), (34816, 5120), (1024, 2048)])
+def test_scaled_mm_path_vs_float64(mode, N, K):
+    "From SCALED_MM_MIN_M tokens on, fp8_linear runs W8A8 on torch._scaled_mm: the float64 W8A8 reference, with bias, residual and out=."
+    g = gen()
+    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5, outliers=16), SCHEME[mode])
+    bias = rand(N, g=g, std=0.1).bfloat16()
+    for M in (SCALED_MM_MIN_M, 100, 256):
+        x = rand(M, K, g=g, mean=0.3, outliers=4).bfloat16()
+        assert scaled_mm_ok(x, q, mode)
+        res = rand(M, N, g=g).bfloat16()
+        poison()
+        ref = reference_linear(x, q, s, bias, res, act_group=K)
+        assert rel(fp8_linear(x, q, s, bias, residual=res), ref) < 5e-3
+        assert rel(fp8_linear(x, q, s), reference_linear(x, q, s)) < 6e-2   # the W8A8 error itself
+        out = res.float()
+        fp8_linear(x, q, s, bias, out=out)
+        assert rel(out, ref) < 5e-3
+    x = rand(SCALED_MM_MIN_M - 1, K, g=g).bfloat16()
+    assert not scaled_mm_ok(x, q, mode)
+
+
+@pytest.mark.skipif(not sm90, reason='torch._scaled_mm row-wise scales: sm_90')
+def test_scaled_mm_argmax_and_graph():
+    "The draft head at many tokens: argmax of the W8A8 logits; the path is captured by a CUDA graph and replays to the eager result."
+    from mtp_lit.kernels import fp8_linear_argmax
+    g = gen()
+    q, s = quantize_fp8(rand(40960, 5120, g=g, std=5120 ** -0.5), 'per-channel')
+    x = rand(256, 5120, g=g).bfloat16()
+    assert torch.equal(fp8_linear_argmax(x, q, s), scaled_mm_linear(x, q, s, 'channel').argmax(-1))
+    y0 = fp8_linear_op(x, q, s); torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): y = fp8_linear_op(x, q, s)
+    graph.replay(); torch.cuda.synchronize()
+    assert torch.equal(y, y0)
+
+
+@pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
+@pytest.mark.parametrize('on_input', [False, True])
+def test_vllm_fused_experts_path(scheme, on_input):
+    "On CUDA the FP8 experts run on vLLM's fused-MoE kernel (W8A8): within W8A8 error of the host loop, at 1 and 300 tokens; expert parallelism too."
+    pytest.importorskip('vllm.model_executor.layers.fused_moe.fused_moe')
+    import mtp_lit.draft_moe as dm
+    g = gen()
+    q13, s13, q2, s2, block = _experts(scheme, g=g, I=256)
+    for T in (1, 300):
+        _vllm_fused_vs_loop(dm, q13, s13, q2, s2, block, T, on_input, g)
+
+
+def _vllm_fused_vs_loop(dm, q13, s13, q2, s2, block, T, on_input, g):
+    k, E = 4, q13.shape[0]
+    x = rand(T, q13.shape[2], g=g).bfloat16()
+    assert dm.vllm_experts_ok(x, dm.MoEActivation.SILU)
+    ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(T)]).int()
+    tw = torch.rand(T, k, device='cuda', generator=g)
+    poison()
+    fast = fp8_moe(x, q13, s13, q2, s2, tw, ids, block, apply_router_weight_on_input=on_input)
+    saved, dm.triton_ok = dm.triton_ok, lambda x: False
+    try: loop = fp8_moe(x, q13, s13, q2, s2, tw, ids, block, apply_router_weight_on_input=on_input, dense=False)
+    finally: dm.triton_ok = saved
+    assert torch.isfinite(fast.float()).all()
+    r = ((fast.double() - loop.double()).norm() / loop.double().norm()).item()
+    assert r < 6e-2, r
+    if not on_input and T > 1:
+        emap = torch.full((E,), -1, dtype=torch.int32, device='cuda'); emap[:E // 2] = torch.arange(E // 2, device='cuda', dtype=torch.int32)
+        ep = fp8_moe(x, q13[:E // 2], s13[:E // 2], q2[:E // 2], s2[:E // 2], tw, ids, block, expert_map=emap)
+        ref = fp8_moe(x, q13, s13, q2, s2, tw * (ids < E // 2).float(), ids, block)
+        assert ((ep.double() - ref.double()).norm() / ref.double().norm()).item() < 6e-2

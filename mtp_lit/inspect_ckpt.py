@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from .layouts import (weight_mtp_layers, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
                              find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
-from .ckpt_io import MAX_HEADER_BYTES, TensorOut, read_safetensors_header, write_safetensors
+from .ckpt_io import MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, write_safetensors
 
 # %% ../nbs/03_inspect.ipynb #dab9fb1e
 def write_header_only(path, tensors: dict, metadata: dict | None = None) -> int:
@@ -24,24 +24,13 @@ def write_header_only(path, tensors: dict, metadata: dict | None = None) -> int:
 
 # %% ../nbs/03_inspect.ipynb #84b5c587
 def checkpoint_tensors(path) -> tuple[dict, dict]:
-    """`({name: (shape, dtype)}, stats)` of the checkpoint directory `path` from its safetensors headers only (files from
-    `model.safetensors.index.json` when present, else every `*.safetensors`). `stats`: files, tensors, header_bytes (read),
-    data_bytes (the tensors' total size, not read). Raises `FileNotFoundError` naming the directory when it holds no safetensors,
-    `ValueError` for a malformed index or header."""
-    p = Path(path); idx = p / 'model.safetensors.index.json'
-    if idx.exists():
-        try: wm = json.loads(idx.read_text())['weight_map']
-        except (json.JSONDecodeError, KeyError, TypeError) as e: raise ValueError(f"{idx}: no readable weight_map ({e!r})") from None
-        files = sorted({p / f for f in wm.values()})
-    else: files = sorted(p.glob('*.safetensors'))
-    if not files: raise FileNotFoundError(f"{p}: no *.safetensors files (and no model.safetensors.index.json)")
-    tensors, nread, data = {}, 0, 0
-    for f in files:
-        if not f.exists(): raise FileNotFoundError(f"{f}: listed in {idx.name} but missing")
-        hdr, _, n = read_safetensors_header(f); nread += n
-        for name, t in hdr.items():
-            tensors[name] = (tuple(t['shape']), t['dtype']); data += t['data_offsets'][1] - t['data_offsets'][0]
-    return tensors, {'files': len(files), 'tensors': len(tensors), 'header_bytes': nread, 'data_bytes': data}
+    """`({name: (shape, dtype)}, stats)` of the checkpoint directory `path`, from `ckpt_io.list_tensors` (safetensors
+    headers and the index only). `stats`: files, tensors, header_bytes (read), data_bytes (the tensors' total size, not
+    read). Raises `FileNotFoundError` / `ValueError` from `list_tensors`, naming the directory or file."""
+    ts, shards = list_tensors(path)
+    tensors = {n: (tuple(info['shape']), info['dtype']) for n, (_, info) in ts.items()}
+    data = sum(info['data_offsets'][1] - info['data_offsets'][0] for _, info in ts.values())
+    return tensors, {'files': len(shards), 'tensors': len(tensors), 'header_bytes': sum(s[2] for s in shards.values()), 'data_bytes': data}
 
 def read_quant_config(path, config: dict | None = None) -> tuple[dict | None, str | None]:
     """`(quant_config, source)` of checkpoint directory `path`: config.json's `quantization_config` (top level or `text_config`)

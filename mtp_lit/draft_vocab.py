@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from safetensors import safe_open
 from .layouts import text_config
+from .inspect_ckpt import draft_read_bytes
 from .ckpt_io import (INDEX, VariantPlan, json_text, list_tensors, plan_rest, read_index, run_cli, st_order, tensor_entry,
                              write_variant)
 
@@ -166,9 +167,9 @@ def vocab_explorer_row(curve: torch.Tensor, K: int, *, hidden_size: int, head_by
     `mtp_bytes`, the fraction of the whole draft step's weight read saved."""
     V = len(curve)
     if not 1 <= K <= V: raise ValueError(f"K={K} outside [1, V={V}]")
-    full, head = V * hidden_size * head_bytes, K * hidden_size * head_bytes
-    row = dict(K=K, coverage=coverage_at(curve, K), head_bytes=int(head), full_head_bytes=int(full),
-               saved_bytes=int(full - head), saved=1 - K / V)
+    full, head = (draft_read_bytes(0, rows, hidden_size, head_bytes=head_bytes) for rows in (V, K))
+    row = dict(K=K, coverage=coverage_at(curve, K), head_bytes=head, full_head_bytes=full,
+               saved_bytes=full - head, saved=1 - K / V)
     if mtp_bytes is not None: row['step_saved'] = (full - head) / (mtp_bytes + full)
     return row
 

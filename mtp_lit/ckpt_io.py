@@ -6,7 +6,7 @@
 __all__ = ['MAX_HEADER_BYTES', 'DTYPE_BYTES', 'INDEX', 'read_safetensors_header', 'json_text', 'read_index', 'list_tensors',
            'TensorOut', 'raw_chunks', 'tensor_bytes', 'tensor_entry', 'st_order', 'write_safetensors', 'fsync_tree',
            'link_or_copy', 'clean_stale', 'atomic_dir', 'VariantPlan', 'raw_entry', 'plan_rest', 'new_index',
-           'write_variant', 'Terminated', 'run_cli']
+           'write_variant', 'write_checkpoint', 'Terminated', 'run_cli']
 
 # %% ../nbs/08a_ckpt_io.ipynb #b9789ec1
 import errno, json, math, os, shutil, signal, struct, sys, threading
@@ -361,6 +361,35 @@ def write_variant(src, dst, plan: VariantPlan, *, replace: bool = False, link: b
                 write_safetensors(d, ents, meta, on_tensor=tick)
     finally:
         if bar is not None: bar.close()
+    return dst
+
+
+# %% ../nbs/08a_ckpt_io.ipynb #17e0f935
+def write_checkpoint(dst, config: dict, tensors: dict, *, shards: int = 1, last=(), files: dict | None = None,
+                     metadata: dict | None = None) -> Path:
+    """Write a small checkpoint directory `dst` (created) and return it: `config.json`, the torch `tensors` ({name: tensor})
+    in `model.safetensors`, or with `shards` > 1 in `model-0000i-of-0000n.safetensors` plus `INDEX` (the names in `last`
+    alone in the last shard, the others split in name order over the rest), and `files` ({rel path: text, or a Path to
+    copy}). `metadata`: each shard's `__metadata__` (default `{'format': 'pt'}`). Not atomic: for tests and examples."""
+    dst = Path(dst); dst.mkdir(parents=True, exist_ok=True)
+    meta = {'format': 'pt'} if metadata is None else metadata
+    last = sorted(n for n in last if n in tensors)
+    rest = sorted(n for n in tensors if n not in set(last))
+    if shards < 1 or shards - bool(last) > max(1, len(rest)): raise ValueError(f"shards={shards}: cannot split {len(tensors)} tensors so")
+    if shards == 1: groups = {'model.safetensors': rest + last}
+    else:
+        k = shards - bool(last); per = -(-len(rest) // k)
+        groups = {f'model-{i + 1:05d}-of-{shards:05d}.safetensors': g for i, g in enumerate([rest[i * per:(i + 1) * per] for i in range(k)] + [last][:bool(last)])}
+    total = 0
+    for fn, names in groups.items():
+        ents = [tensor_entry(n, tensors[n]) for n in names]; total += sum(e.nbytes for e in ents)
+        write_safetensors(dst / fn, st_order(ents), meta)
+    if shards > 1: (dst / INDEX).write_text(json_text({'metadata': {'total_size': total}, 'weight_map': {n: fn for fn, ns in groups.items() for n in sorted(ns)}}))
+    (dst / 'config.json').write_text(json_text(config))
+    for rel, v in (files or {}).items():
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(v, Path): shutil.copyfile(v, dst / rel)
+        else: (dst / rel).write_text(v)
     return dst
 
 

@@ -15,7 +15,8 @@ import torch
 from .fp8 import quantize_fp8, fp8_scale_shape, SCHEMES, SCALE_FMTS
 from .options import read_config
 from .ckpt_io import (DTYPE_BYTES, INDEX, TensorOut, VariantPlan, json_text, list_tensors, new_index, plan_rest, raw_chunks,
-                             raw_entry, read_safetensors_header, run_cli, st_order, tensor_bytes, write_safetensors, write_variant)
+                             raw_entry, read_safetensors_header, run_cli, st_order, tensor_bytes, write_checkpoint, write_safetensors,
+                             write_variant)
 
 # %% ../nbs/08_convert.ipynb #5a46978c
 from .layouts import classify_tensor, draft_layout, text_config, DraftLayout
@@ -64,7 +65,6 @@ def tiny_mtp_checkpoint(path, family: str = 'qwen3_5', hidden: int = 64, n_exper
     `family`: 'qwen3_5' | 'qwen3_5_moe' | 'deepseek_v3' | 'mimo'; `experts`: 'split' | 'fused' MTP routed experts
     (qwen3_5_moe); `fp8_block`: store the DeepSeek MTP linears in FP8 with 128x128 `weight_scale_inv` (as DeepSeek-R1)
     and a `quantization_config`. Weights: N(0, 0.02²) in `dtype`, norms 1. Raises ValueError for an unknown family."""
-    from safetensors.torch import save_file
     if family not in ('qwen3_5', 'qwen3_5_moe', 'deepseek_v3', 'mimo'): raise ValueError(f"unknown family {family!r}; allowed: qwen3_5, qwen3_5_moe, deepseek_v3, mimo")
     if experts not in ('split', 'fused'): raise ValueError(f"experts must be 'split' or 'fused', got {experts!r}")
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
@@ -132,18 +132,8 @@ def tiny_mtp_checkpoint(path, family: str = 'qwen3_5', hidden: int = 64, n_exper
         mtp[p + 'input_proj.weight'] = r(H, 2 * H); attn(mtp, p); mlp(mtp, p + 'mlp.')
         cfg = dict(architectures=['MiMoForCausalLM'], model_type='mimo', hidden_size=H, num_hidden_layers=L, num_nextn_predict_layers=1, vocab_size=V,
                    intermediate_size=I, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
-    (path / 'config.json').write_text(json.dumps(cfg, indent=2) + '\n')
-    if shards == 1: save_file({**main, **mtp}, str(path / 'model.safetensors'), metadata={'format': 'pt'}); return path
-    names = sorted(main); per = -(-len(names) // (shards - 1))
-    groups = [names[i * per:(i + 1) * per] for i in range(shards - 1)] + [sorted(mtp)]
-    wm = {}
-    for i, grp in enumerate(groups):
-        fn = f'model-{i + 1:05d}-of-{shards:05d}.safetensors'
-        src = {**main, **mtp}
-        save_file({n: src[n] for n in grp}, str(path / fn), metadata={'format': 'pt'}); wm.update({n: fn for n in grp})
-    total = sum(t.numel() * t.element_size() for t in {**main, **mtp}.values())
-    (path / 'model.safetensors.index.json').write_text(json.dumps({'metadata': {'total_size': total}, 'weight_map': dict(sorted(wm.items()))}, indent=2) + '\n')
-    return path
+    return write_checkpoint(path, cfg, {**main, **mtp}, shards=shards, last=mtp)
+
 
 # %% ../nbs/08_convert.ipynb #e1e3d465
 _EXCL_KEYS = ('ignored_layers', 'modules_to_not_convert', 'ignore', 'exclude_modules')

@@ -367,8 +367,8 @@ def write_variant(src, dst, plan: VariantPlan, *, replace: bool = False, link: b
 # %% ../nbs/02a_ckpt_io.ipynb #17e0f935
 def write_checkpoint(dst, config: dict, tensors: dict, *, shards: int = 1, last=(), files: dict | None = None,
                      metadata: dict | None = None) -> Path:
-    """Write a small checkpoint directory `dst` (created) and return it: `config.json`, the torch `tensors` ({name: tensor})
-    in `model.safetensors`, or with `shards` > 1 in `model-0000i-of-0000n.safetensors` plus `INDEX` (the names in `last`
+    """Write a small checkpoint directory `dst` (created) and return it: `config.json`, the `tensors` ({name: torch tensor,
+    or a `TensorOut`, e.g. a hole}) in `model.safetensors`, or with `shards` > 1 in `model-0000i-of-0000n.safetensors` plus `INDEX` (the names in `last`
     alone in the last shard, the others split in name order over the rest), and `files` ({rel path: text, or a Path to
     copy}). `metadata`: each shard's `__metadata__` (default `{'format': 'pt'}`). Not atomic: for tests and examples."""
     dst = Path(dst); dst.mkdir(parents=True, exist_ok=True)
@@ -382,7 +382,7 @@ def write_checkpoint(dst, config: dict, tensors: dict, *, shards: int = 1, last=
         groups = {f'model-{i + 1:05d}-of-{shards:05d}.safetensors': g for i, g in enumerate([rest[i * per:(i + 1) * per] for i in range(k)] + [last][:bool(last)])}
     total = 0
     for fn, names in groups.items():
-        ents = [tensor_entry(n, tensors[n]) for n in names]; total += sum(e.nbytes for e in ents)
+        ents = [tensors[n] if isinstance(tensors[n], TensorOut) else tensor_entry(n, tensors[n]) for n in names]; total += sum(e.nbytes for e in ents)
         write_safetensors(dst / fn, st_order(ents), meta)
     if shards > 1: (dst / INDEX).write_text(json_text({'metadata': {'total_size': total}, 'weight_map': {n: fn for fn, ns in groups.items() for n in sorted(ns)}}))
     (dst / 'config.json').write_text(json_text(config))

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from .layouts import (weight_mtp_layers, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
                              find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
-from .ckpt_io import MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, write_safetensors
+from .ckpt_io import MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, write_checkpoint, write_safetensors
 
 # %% ../nbs/03_inspect.ipynb #dab9fb1e
 def write_header_only(path, tensors: dict, metadata: dict | None = None) -> int:
@@ -69,26 +69,24 @@ def make_skeleton(fixture_dir, dst, *, base=None, extra: dict | None = None) -> 
     Config: `config.json`, else `config.transformers_dump_from_report.json`, else `base`'s (its `quantization_config` dropped).
     Quant config: `hf_quant_config.json` copied. Draft tensors: `mtp_weights.json` (dtypes normalised), else `synth_mtp_weights`.
     `extra`: more {name: (shape, dtype)} for the first shard (e.g. a large tensor). Raises `FileNotFoundError` when no config is found."""
-    src, dst = Path(fixture_dir), Path(dst); dst.mkdir(parents=True, exist_ok=True)
+    src, dst = Path(fixture_dir), Path(dst)
     info = {'derived': []}
     cfg = next((_read_json(src / f) for f in ('config.json', 'config.transformers_dump_from_report.json') if (src / f).exists()), None)
     if cfg is None:
         if base is None: raise FileNotFoundError(f"{src}: no config.json (pass base= a folder whose config describes the same architecture)")
         cfg = {k: v for k, v in _fixture_config(base).items() if k != 'quantization_config'}
         info['derived'].append(f'config.json from {Path(base).name}')
-    (dst / 'config.json').write_text(json.dumps(cfg, indent=1))
-    if (src / 'hf_quant_config.json').exists(): (dst / 'hf_quant_config.json').write_text((src / 'hf_quant_config.json').read_text())
+    files = {f: src / f for f in ('hf_quant_config.json',) if (src / f).exists()}
     if (src / 'mtp_weights.json').exists():
         ws = _read_json(src / 'mtp_weights.json')
     else:
         ws = synth_mtp_weights(cfg); info['derived'].append('draft tensors from synth_mtp_weights (BF16)')
     draft = {w['name']: (tuple(w['shape']), normalize_dtype(w['dtype'])) for w in ws}
-    shards = {'model-00001-of-00002.safetensors': {**_target_tensors(cfg), **(extra or {})}, 'model-00002-of-00002.safetensors': draft}
-    total = 0
-    for fname, ts in shards.items(): total += write_header_only(dst / fname, ts, {'format': 'pt'})
-    wm = {n: f for f, ts in shards.items() for n in ts}
-    (dst / 'model.safetensors.index.json').write_text(json.dumps({'metadata': {'total_size': total}, 'weight_map': wm}))
-    return {**info, 'files': list(shards), 'tensors': len(wm), 'file_bytes': total}
+    holes = {n: TensorOut(n, normalize_dtype(dt), list(shape), tensor_nbytes(shape, dt), None)
+             for n, (shape, dt) in {**_target_tensors(cfg), **(extra or {}), **draft}.items()}
+    write_checkpoint(dst, cfg, holes, shards=2, last=draft, files=files)
+    shards = sorted(p.name for p in dst.glob('*.safetensors')); total = sum((dst / f).stat().st_size for f in shards)
+    return {**info, 'files': shards, 'tensors': len(holes), 'file_bytes': total}
 
 # %% ../nbs/03_inspect.ipynb #a8affe33
 def draft_read_bytes(linear_params: int, head_rows: int, hidden_size: int, weight_bytes: float = 2, head_bytes: float = 2,

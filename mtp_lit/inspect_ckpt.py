@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from .layouts import (weight_mtp_layers, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
                              find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
-from .ckpt_io import MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, write_checkpoint, write_safetensors
+from .ckpt_io import INDEX, MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, write_checkpoint, write_safetensors
 
 # %% ../nbs/03_inspect.ipynb #dab9fb1e
 def write_header_only(path, tensors: dict, metadata: dict | None = None) -> int:
@@ -143,7 +143,7 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
     qc, qsrc = read_quant_config(p, config)
     try: tensors, stats = checkpoint_tensors(p)
     except FileNotFoundError:
-        if list(p.glob('*.safetensors')) or (p / 'model.safetensors.index.json').exists(): raise
+        if list(p.glob('*.safetensors')) or (p / INDEX).exists(): raise
         tensors = {**_target_tensors(config), **{w['name']: (tuple(w['shape']), w['dtype']) for w in synth_mtp_weights(lay)}}
         stats = {'files': 0, 'tensors': 0, 'header_bytes': 0, 'data_bytes': 0}
     config_only = stats['files'] == 0

@@ -11,11 +11,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from mtp_lit.ckpt_io import write_checkpoint
+from mtp_lit.ckpt_io import INDEX, write_checkpoint
 
 ENV = {'VLLM_CPU_KVCACHE_SPACE': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_NO_USAGE_STATS': '1',
        'TOKENIZERS_PARALLELISM': 'false', 'OMP_NUM_THREADS': '1'}
-INDEX = 'model.safetensors.index.json'
 
 
 # ---------------------------------------------------------------------------------------------- checkpoint surgery

@@ -9,14 +9,15 @@ __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts'
            'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
-import json, os, shutil, warnings
+import json, os, warnings
 from pathlib import Path
 from typing import NamedTuple
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 from .layouts import text_config
-from .ckpt_io import atomic_dir, link_or_copy, run_cli, st_order, tensor_entry, write_safetensors
+from .inspect_ckpt import draft_read_bytes
+from .ckpt_io import (INDEX, VariantPlan, json_text, list_tensors, plan_rest, read_index, run_cli, st_order, tensor_entry,
+                             write_variant)
 
 # %% ../nbs/09_draft_vocab.ipynb #21fcff8f
 def corpus_paths(paths, pattern: str = '**/*') -> list:
@@ -166,9 +167,9 @@ def vocab_explorer_row(curve: torch.Tensor, K: int, *, hidden_size: int, head_by
     `mtp_bytes`, the fraction of the whole draft step's weight read saved."""
     V = len(curve)
     if not 1 <= K <= V: raise ValueError(f"K={K} outside [1, V={V}]")
-    full, head = V * hidden_size * head_bytes, K * hidden_size * head_bytes
-    row = dict(K=K, coverage=coverage_at(curve, K), head_bytes=int(head), full_head_bytes=int(full),
-               saved_bytes=int(full - head), saved=1 - K / V)
+    full, head = (draft_read_bytes(0, rows, hidden_size, head_bytes=head_bytes) for rows in (V, K))
+    row = dict(K=K, coverage=coverage_at(curve, K), head_bytes=head, full_head_bytes=full,
+               saved_bytes=full - head, saved=1 - K / V)
     if mtp_bytes is not None: row['step_saved'] = (full - head) / (mtp_bytes + full)
     return row
 
@@ -191,7 +192,6 @@ def vocab_explorer(curve: torch.Tensor, hidden_size: int, head_bytes: float = 2,
 # %% ../nbs/09_draft_vocab.ipynb #c19f6670
 DRAFT_VOCAB_FILE = 'draft_vocab.safetensors'
 LEGACY_IDS_FILE = 'mtp_draft_vocab_ids.pt'
-_INDEX = 'model.safetensors.index.json'
 
 def draft_vocab_tensor_names(config: dict) -> tuple:
     """`(ids_name, rows_name)`: checkpoint tensor names of a draft vocabulary for this model family, placed where its vLLM
@@ -213,20 +213,8 @@ def _st_open(path: Path):
     except Exception as e: raise ValueError(f"{path}: not a readable safetensors file ({e})") from None
 
 def _tensor_files(ckpt: Path) -> dict:
-    """name -> file name of every tensor of a checkpoint: the index's `weight_map` if sharded, else all `*.safetensors`
-    headers. Raises `ValueError` naming the index or file when it is unreadable, `FileNotFoundError` naming a shard the
-    index lists that is missing."""
-    idx = ckpt / _INDEX
-    if idx.exists():
-        try: wm = json.loads(idx.read_text())['weight_map']
-        except (json.JSONDecodeError, KeyError, TypeError) as e: raise ValueError(f"{idx}: no readable weight_map ({e!r})") from None
-        for f in sorted(set(wm.values())):
-            if not (ckpt / f).is_file(): raise FileNotFoundError(f"{ckpt / f}: shard named in {_INDEX} is missing")
-        return dict(wm)
-    out = {}
-    for f in sorted(ckpt.glob('*.safetensors')):
-        with _st_open(f) as h: out.update({k: f.name for k in h.keys()})
-    return out
+    "name -> file name of every tensor of checkpoint `ckpt` (`ckpt_io.list_tensors`: the index, checked against the headers)."
+    return {n: fn for n, (fn, _) in list_tensors(ckpt)[0].items()}
 
 def _mtp_prefix(config: dict) -> str:
     "Checkpoint prefix of the MTP draft's tensors for this family: `mtp.`, `model.layers.{N}.`, `model.mtp_layers.`."
@@ -249,62 +237,34 @@ def lm_head_tensor(ckpt, config: dict) -> tuple:
     raise ValueError(f"{ckpt}: no LM head rows: tie_word_embeddings={tied} and none of {embeds if tied else heads} in the checkpoint")
 
 # %% ../nbs/09_draft_vocab.ipynb #a57cde77
-def _tmp_name(p: Path) -> Path: return p.with_name(f'.{p.name}.tmp-{os.getpid()}')
-
-def _write_json(path: Path, obj):
-    "Write JSON to a temporary sibling, then `os.replace` it over `path` (atomic; never edits a hard-linked file in place)."
-    tmp = _tmp_name(path); tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + '\n'); os.replace(tmp, path)
-
 _ST_DTYPES = (torch.int64, torch.bfloat16, torch.float16, torch.float32)
-
-def _write_tensors(path: Path, tensors: dict, metadata: dict):
-    """Write `tensors` to `path` (temporary sibling + `os.replace`) with `ckpt_io.write_safetensors`: the bytes of
-    `save_file` but a deterministic header (`save_file` writes `__metadata__` in hash order: two runs would differ)."""
-    for n, t in tensors.items():
-        if t.dtype not in _ST_DTYPES: raise ValueError(f"{path}: tensor {n!r} has dtype {t.dtype}; expected one of {list(_ST_DTYPES)}")
-    tmp = _tmp_name(path); write_safetensors(tmp, st_order([tensor_entry(n, t) for n, t in tensors.items()]), metadata); os.replace(tmp, path)
-
-def _link_tree(src: Path, dst: Path):
-    "Hard-link (or copy, across file systems) every file of `src` into a new directory `dst` (`ckpt_io.link_or_copy`)."
-    shutil.copytree(src, dst, copy_function=link_or_copy)
 
 def _read_rows(ckpt: Path, fname: str, name: str, ids: torch.Tensor) -> torch.Tensor:
     with _st_open(ckpt / fname) as f:
         if name not in f.keys(): raise ValueError(f"{ckpt / fname}: no tensor {name!r} (the index names this file for it)")
         return f.get_tensor(name).index_select(0, ids).contiguous()
 
-def _install_draft_vocab(dst: Path, config: dict, tensors: dict, record: dict):
-    """Write `tensors` (may be empty: K = V) into `dst/draft_vocab.safetensors`, list them in a sharded index, and
-    write `record` into config.json's `mtp_lit` section last. Removes a stale draft vocab file when `tensors` is empty."""
-    f, idx = dst / DRAFT_VOCAB_FILE, dst / _INDEX
-    ids_name, rows_name = draft_vocab_tensor_names(config)
-    if tensors: _write_tensors(f, tensors, {'format': 'pt', 'producer': 'mtp_lit.draft_vocab'})
-    if idx.exists():
-        index = json.loads(idx.read_text())
-        wm = {k: v for k, v in index['weight_map'].items() if v != DRAFT_VOCAB_FILE}
-        wm.update({k: DRAFT_VOCAB_FILE for k in tensors})
-        _write_json(idx, {**index, 'weight_map': wm})
-    _write_json(dst / 'config.json', {**config, 'mtp_lit': {**(config.get('mtp_lit') or {}), **record}})
-    if not tensors and f.exists(): f.unlink()
 
 # %% ../nbs/09_draft_vocab.ipynb #f88658f6
 def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None) -> Path:
-    """Write the draft vocabulary (`tensors`, `record`) into a complete copy of checkpoint `ckpt` and put it in place in
-    one atomic step (`ckpt_io.atomic_dir`, see above): at `out` (must not exist), or over `ckpt` itself when `out` is
-    None. Returns the destination. Raises `FileExistsError` for an existing `out` and `OSError(ENOSPC)` (needed vs free
-    bytes) before writing anything."""
+    """Write the draft vocabulary (`tensors`, may be empty: K = V; `record` for config.json's `mtp_lit` section) into a
+    variant of checkpoint `ckpt` with `ckpt_io.write_variant` (see above): at `out` (must not exist), or over `ckpt`
+    itself when `out` is None. Returns the destination. Raises `FileExistsError` for an existing `out`, `ValueError` for a
+    tensor dtype outside `_ST_DTYPES`, `OSError(ENOSPC)` (needed vs free bytes) before writing anything."""
     ckpt = Path(ckpt).resolve()
-    dst = ckpt if out is None else Path(out).absolute()
-    if out is not None and dst.exists(): raise FileExistsError(f"--out {out} already exists")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    files = [p for p in ckpt.rglob('*') if p.is_file()]
-    needed = 4096 + sum(t.numel() * t.element_size() + 256 for t in tensors.values())
-    needed += sum(p.stat().st_size for p in files if p.name in ('config.json', _INDEX))
-    if os.stat(ckpt).st_dev != os.stat(dst.parent).st_dev: needed += sum(p.stat().st_size for p in files)  # copied, not linked
-    with atomic_dir(dst, needed, replace=out is None, hidden=True) as tmp:
-        _link_tree(ckpt, tmp)
-        _install_draft_vocab(tmp, config, tensors, record)
-    return dst
+    if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
+    for n, t in tensors.items():
+        if t.dtype not in _ST_DTYPES: raise ValueError(f"{DRAFT_VOCAB_FILE}: tensor {n!r} has dtype {t.dtype}; expected one of {list(_ST_DTYPES)}")
+    plan = VariantPlan(text={'config.json': json_text({**config, 'mtp_lit': {**(config.get('mtp_lit') or {}), **record}})})
+    if tensors: plan.shards[DRAFT_VOCAB_FILE] = (st_order([tensor_entry(n, t) for n, t in tensors.items()]),
+                                                 {'format': 'pt', 'producer': 'mtp_lit.draft_vocab'})
+    index = read_index(ckpt)
+    if index is not None:
+        wm = {k: v for k, v in index['weight_map'].items() if v != DRAFT_VOCAB_FILE}
+        plan.text[INDEX] = json_text({**index, 'weight_map': {**wm, **{k: DRAFT_VOCAB_FILE for k in tensors}}})
+    plan_rest(ckpt, plan, skip={DRAFT_VOCAB_FILE})             # K = V: a stale draft vocab file is dropped
+    return write_variant(ckpt, ckpt if out is None else out, plan, replace=out is None, hidden=True)
+
 
 # %% ../nbs/09_draft_vocab.ipynb #3891fe2e
 def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: str = '**/*', batch_size: int = 64,

@@ -8,6 +8,7 @@ import json, math, os, pathlib
 import torch
 import torch.nn.functional as F
 from torch import nn
+from .ckpt_io import json_text, write_checkpoint
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FILES', 'qwen3_5_config', 'qwen3_5_moe_config', 'is_moe', 'check_config', 'GemmaRMSNorm',
@@ -342,7 +343,6 @@ def save_checkpoint(model: Qwen3_5Tiny, cfg: dict, dst, tokenizer=None, eos_toke
     layout). tokenizer: a `tokenizers.Tokenizer` or a path to a `tokenizer.json` (required: vLLM needs one);
     `eos_token` must be in its vocabulary and its id must equal `cfg["eos_token_id"]`.
     extra: optional JSON-able provenance written to `mtp_lit.json`. Raises `ValueError`."""
-    from safetensors.torch import save_file
     check_config(cfg)
     tj = _tokenizer_json(tokenizer)
     if tj is None: raise ValueError("save_checkpoint: a tokenizer is required (vLLM loads tokenizer.json)")
@@ -350,19 +350,15 @@ def save_checkpoint(model: Qwen3_5Tiny, cfg: dict, dst, tokenizer=None, eos_toke
     eid = added.get(eos_token, vocab.get(eos_token))
     if eid != cfg["eos_token_id"]: raise ValueError(f"eos_token {eos_token!r} has id {eid} in the tokenizer, config eos_token_id is {cfg['eos_token_id']}")
     if len(vocab) > cfg["vocab_size"]: raise ValueError(f"tokenizer has {len(vocab)} tokens > config vocab_size {cfg['vocab_size']}")
-    dst = pathlib.Path(dst); dst.mkdir(parents=True, exist_ok=True)
     sd = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
-    save_file(sd, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    (dst / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    (dst / "tokenizer.json").write_text(tj)
-    (dst / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos_token, "pad_token": eos_token,
-        "bos_token": None, "unk_token": None, "add_bos_token": False, "clean_up_tokenization_spaces": False,
-        "model_max_length": cfg["max_position_embeddings"]}, indent=2) + "\n")
-    (dst / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"]}, indent=2) + "\n")
-    if extra is not None: (dst / "mtp_lit.json").write_text(json.dumps(extra, indent=2) + "\n")
-    return dst
+    files = {"tokenizer.json": tj,
+             "tokenizer_config.json": json_text({
+                 "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos_token, "pad_token": eos_token,
+                 "bos_token": None, "unk_token": None, "add_bos_token": False, "clean_up_tokenization_spaces": False,
+                 "model_max_length": cfg["max_position_embeddings"]}),
+             "generation_config.json": json_text({"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"]})}
+    if extra is not None: files["mtp_lit.json"] = json_text(extra)
+    return write_checkpoint(dst, cfg, sd, files=files)
 
 def load_checkpoint(src, dtype: torch.dtype = torch.float32) -> tuple[Qwen3_5Tiny, dict]:
     """Load a directory written by `save_checkpoint` (safetensors only) → `(model, cfg)`, weights cast to `dtype`.

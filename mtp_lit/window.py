@@ -4,8 +4,7 @@
 
 # %% auto #0
 __all__ = ['validate_window', 'window_mask', 'attended_tokens', 'kv_bytes_per_token', 'kv_bytes_per_draft_step',
-           'mla_kv_bytes_per_draft_step', 'draft_weight_bytes', 'kv_dominance_context', 'window_explorer_row',
-           'window_explorer']
+           'mla_kv_bytes_per_draft_step', 'kv_dominance_context', 'window_explorer_row', 'window_explorer']
 
 # %% ../nbs/10_window.ipynb #02a5caf3
 import math
@@ -80,12 +79,6 @@ def mla_kv_bytes_per_draft_step(context, window=None, sinks: int = 0, *, kv_lora
     return batch * num_layers * attended_tokens(context, window, sinks) * (kv_lora_rank + qk_rope_head_dim) * kv_dtype_bytes
 
 # %% ../nbs/10_window.ipynb #ffd4d98a
-def draft_weight_bytes(mtp_params: int, head_rows: int, hidden_size: int, weight_bytes: float = 2, head_bytes: float = 2) -> int:
-    """Bytes of weights one draft step reads: the MTP layer's `mtp_params` parameters at `weight_bytes` each (2 = BF16,
-    1 = FP8 e4m3, scales ignored) plus `head_rows` x `hidden_size` LM-head rows at `head_bytes` each (`head_rows` = vocab
-    size, or K for a vocab-truncated draft head). Norm vectors are in `mtp_params`; the embedding gather is not counted."""
-    return int(mtp_params * weight_bytes + head_rows * hidden_size * head_bytes)
-
 def kv_dominance_context(weight_bytes: int, kv_bytes_per_token: int, batch: int = 1, num_layers: int = 1) -> float:
     "Context length (tokens) at which a full-attention draft step's KV read equals its `weight_bytes`: `weight_bytes / (batch*num_layers*kv_bytes_per_token)`."
     if batch < 1 or num_layers < 1 or kv_bytes_per_token <= 0: raise ValueError(f"batch={batch}, num_layers={num_layers}, kv_bytes_per_token={kv_bytes_per_token}: must be positive")

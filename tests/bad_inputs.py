@@ -11,9 +11,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from mtp_lit.ckpt_io import INDEX, write_checkpoint
+
 ENV = {'VLLM_CPU_KVCACHE_SPACE': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_NO_USAGE_STATS': '1',
        'TOKENIZERS_PARALLELISM': 'false', 'OMP_NUM_THREADS': '1'}
-INDEX = 'model.safetensors.index.json'
 
 
 # ---------------------------------------------------------------------------------------------- checkpoint surgery
@@ -63,9 +64,8 @@ def tiny_ernie_checkpoint(dst, tokenizer_from) -> Path:
     """A tiny ERNIE-4.5 checkpoint (`Ernie4_5_MoeForCausalLM` with no MoE layers, 2 target layers + 1 MTP layer,
     vLLM's `ErnieMTP` draft, `model.mtp_*.0.` tensor names of vllm/model_executor/models/ernie_mtp.py): a family vLLM
     drafts with MTP and mtp_lit does not support. Tokenizer files copied from checkpoint `tokenizer_from`."""
-    dst = Path(dst); dst.mkdir(parents=True)
+    if Path(dst).exists(): raise FileExistsError(f"{dst} exists")
     src = Path(tokenizer_from)
-    for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'): shutil.copy(src / f, dst / f)
     V, H, I, L, nh, kv, hd = json.loads((src / 'config.json').read_text())['vocab_size'], 64, 128, 2, 2, 1, 32
     g = torch.Generator().manual_seed(0)
     r = lambda *s: (torch.randn(*s, generator=g) * 0.02).to(torch.bfloat16)
@@ -80,15 +80,13 @@ def tiny_ernie_checkpoint(dst, tokenizer_from) -> Path:
     block('model.mtp_block.0.')
     sd.update({'model.mtp_emb_norm.0.weight': one(H), 'model.mtp_hidden_norm.0.weight': one(H),
                'model.mtp_linear_proj.0.weight': r(H, 2 * H)})
-    save_file(sd, str(dst / 'model.safetensors'), metadata={'format': 'pt'})
     cfg = dict(architectures=['Ernie4_5_MoeForCausalLM'], model_type='ernie4_5_moe', hidden_size=H, intermediate_size=I,
                num_hidden_layers=L, num_attention_heads=nh, num_key_value_heads=kv, head_dim=hd, vocab_size=V,
                max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False, use_bias=False,
                moe_num_experts=0, moe_num_shared_experts=0, moe_intermediate_size=I, moe_k=1, moe_layer_start_index=L,
                num_nextn_predict_layers=1, bos_token_id=0, eos_token_id=0, pad_token_id=0, torch_dtype='bfloat16',
                rope_parameters={'rope_type': 'default', 'rope_theta': 10000.0})
-    (dst / 'config.json').write_text(json.dumps(cfg, indent=2))
-    return dst
+    return write_checkpoint(dst, cfg, sd, files={f: src / f for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json')})
 
 
 # ---------------------------------------------------------------------------------------------- vLLM's draft loader

@@ -1,4 +1,6 @@
-import os, signal, pytest
+import hashlib, os, signal, sys
+from pathlib import Path
+import pytest
 
 # vLLM on a small CPU machine (see ../shared/notes/vllm-cpu.md). Each test engine runs in one process
 # (VLLM_ENABLE_V1_MULTIPROCESSING=0: engine core and worker in the process that calls LLM, vLLM's 'uni' executor): the draft
@@ -11,6 +13,16 @@ def default_sigint():
     "For subprocess.Popen(preexec_fn=...): SIGINT back to its default in the child, as for a foreground command (a CI"
     " runner started in the background with `&` passes SIGINT on ignored, and an ignored SIGINT stays ignored)."
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+def tree_hashes(d: Path) -> dict:
+    "sha256 of every file under directory `d`, by relative path."
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob('*')) if p.is_file()}
+
+def mtp_lit_cli(verb: str, module: str, fn: str) -> list:
+    "The argv prefix of `mtp-lit VERB`: the installed console script, else `python -c` calling `mtp_lit.MODULE.FN(argv)`."
+    exe = Path(sys.executable).with_name('mtp-lit')
+    if exe.exists(): return [str(exe), verb]
+    return [sys.executable, '-c', f'import sys; from mtp_lit.{module} import {fn}; sys.exit({fn}(sys.argv[1:]))']
 
 def pytest_configure(config):
     config.addinivalue_line('markers', 'vllm: starts a real vLLM engine (slow)')

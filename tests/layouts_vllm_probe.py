@@ -82,16 +82,13 @@ def tokenizer_files(dst, V):
 
 def build(dst, cfg, experts='split', quant_config=None, seed=0, mtp_weights=None):
     "Write a loadable tiny checkpoint; MTP tensors from synth_mtp_weights(cfg, experts). Returns {name: tensor} written."
-    from safetensors.torch import save_file
-    dst = Path(dst); dst.mkdir(parents=True, exist_ok=True)
+    from mtp_lit.ckpt_io import write_checkpoint
     g = _G(seed, cfg["model_type"])
     ws = target_weights(cfg) + (mtp_weights or synth_mtp_weights(cfg, experts))
     sd = {w['name']: tensor_for(w['name'], w['shape'], w['dtype'], g) for w in ws}
     c = dict(cfg)
     if quant_config: c['quantization_config'] = quant_config
-    (dst / 'config.json').write_text(json.dumps(c, indent=1))
-    save_file({k: v.contiguous() for k, v in sd.items()}, str(dst / 'model.safetensors'), metadata={'format': 'pt'})
-    tokenizer_files(dst, cfg['vocab_size'])
+    tokenizer_files(write_checkpoint(dst, c, sd), cfg['vocab_size'])
     return sd
 
 

@@ -22,7 +22,8 @@ from safetensors.torch import load_file, save_file
 sys.path.insert(0, str(Path(__file__).parent))
 from bad_inputs import copy_ckpt, drop_tensor, edit_config, edit_tensors, load_drafts, set_tensor, tiny_ernie_checkpoint
 
-from mtp_lit.convert import checkpoint_tensors, quantize, read_safetensors_header, tiny_mtp_checkpoint
+from mtp_lit.ckpt_io import list_tensors, read_safetensors_header
+from mtp_lit.convert import quantize, tiny_mtp_checkpoint
 from mtp_lit.draft_vocab import DRAFT_VOCAB_FILE, LEGACY_IDS_FILE, build_draft_vocab, load_draft_vocab
 from mtp_lit.inspect_ckpt import inspect_checkpoint
 from mtp_lit.layouts import detect_family, draft_layout, remap_exclusions
@@ -99,7 +100,7 @@ def test_truncated_draft_vocab_file(root, dv):
 
 def test_truncated_lm_head_shard_for_draft_vocab(root, corpus):
     d = copy_ckpt(TINY, root / 'head-trunc'); _truncate(d / 'model.safetensors', 0.9)
-    with pytest.raises(ValueError, match=re.escape(str(d / 'model.safetensors')) + ': not a readable safetensors file'):
+    with pytest.raises(ValueError, match=re.escape(str(d / 'model.safetensors')) + r": tensor '[\w.]+' data_offsets .* \(truncated file\?\)"):
         build_draft_vocab(d, corpus, 1024, progress=False)
 
 
@@ -120,7 +121,7 @@ def test_index_names_a_missing_shard(root, corpus):
     shard = re.escape(str(ck / 'model-00001-of-00002.safetensors'))
     with pytest.raises(FileNotFoundError, match=shard + ': shard named in model.safetensors.index.json is missing'):
         quantize(ck, root / 'never', progress=False)
-    with pytest.raises(FileNotFoundError, match=shard + ': listed in model.safetensors.index.json but missing'):
+    with pytest.raises(FileNotFoundError, match=shard + ': shard named in model.safetensors.index.json is missing'):
         inspect_checkpoint(ck)
     shutil.copy(TINY / 'tokenizer.json', ck / 'tokenizer.json')
     with pytest.raises(FileNotFoundError, match=shard + ': shard named in model.safetensors.index.json is missing'):
@@ -133,7 +134,7 @@ def test_index_lists_a_tensor_its_shard_lacks(root):
     idx['weight_map']['mtp.layers.0.mlp.ghost.weight'] = 'model-00002-of-00002.safetensors'
     (ck / 'model.safetensors.index.json').write_text(json.dumps(idx))
     with pytest.raises(ValueError, match=r"1 tensor\(s\) missing from their shard, e.g. 'mtp.layers.0.mlp.ghost.weight' in model-00002-of-00002"):
-        checkpoint_tensors(ck)
+        list_tensors(ck)
 
 
 # ---------------------------------------------------------------------------------------------- the draft's tensors

@@ -6,25 +6,18 @@ takes seconds; the test waits until the shard being written appears in `DST.tmp-
   dead process's `DST.tmp-<pid>` and writes a DST byte-identical to an uninterrupted run's;
 - SIGTERM / SIGINT: the CLI turns them into an exception, removes its temporary directory and exits 143 / 130.
 """
-import hashlib, os, shutil, signal, subprocess, sys, time
+import os, shutil, signal, subprocess, sys, time
 from pathlib import Path
 
 import pytest
 
 from mtp_lit.convert import quantize, tiny_mtp_checkpoint
-from conftest import default_sigint
+from conftest import default_sigint, mtp_lit_cli, tree_hashes as _hashes
 
 N_EXPERTS = 2048        # 3 x 2048 expert tensors in the MTP shard
 
 
-def _hashes(d: Path) -> dict:
-    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob('*')) if p.is_file()}
-
-
-def _cli() -> list:
-    exe = Path(sys.executable).with_name('mtp-lit')
-    if exe.exists(): return [str(exe), 'quantize']
-    return [sys.executable, '-c', 'import sys; from mtp_lit.convert import quantize_cli; sys.exit(quantize_cli(sys.argv[1:]))']
+def _cli() -> list: return mtp_lit_cli('quantize', 'convert', 'quantize_cli')
 
 
 @pytest.fixture(scope='module')

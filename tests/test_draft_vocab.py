@@ -1,13 +1,14 @@
 """`mtp_lit.draft_vocab` against the vLLM code it feeds: the `mtp-lit draft-vocab` console path, vLLM's choice of
 weight files for a sharded checkpoint, and vLLM's `draft_id_to_target_id` convention (`LocalArgmaxMixin`)."""
-import glob, json, os, shutil
+import glob, json, os
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
+from mtp_lit.ckpt_io import read_index, write_checkpoint
 from mtp_lit.draft_vocab import (DRAFT_VOCAB_FILE, build_draft_vocab, d2t_offsets, load_draft_vocab,
                                  rank_draft_vocab)
 from mtp_lit.model import build_random_checkpoint, byte_tokenizer, qwen3_5_config
@@ -40,11 +41,9 @@ def test_vllm_picks_up_the_draft_file_of_a_sharded_checkpoint(ckpt, tmp_path):
     "vLLM loads only the files a sharded checkpoint's index lists: the draft vocab file must be among them."
     from vllm.model_executor.model_loader.weight_utils import filter_duplicate_safetensors_files
     ck, corpus = ckpt
-    sh = tmp_path / 'sharded'; shutil.copytree(ck, sh)
-    sd = load_file(str(sh / 'model.safetensors')); (sh / 'model.safetensors').unlink()
-    names = sorted(sd); parts = {'model-00001-of-00002.safetensors': names[::2], 'model-00002-of-00002.safetensors': names[1::2]}
-    for fn, ns in parts.items(): save_file({n: sd[n] for n in ns}, str(sh / fn))
-    (sh / 'model.safetensors.index.json').write_text(json.dumps({'weight_map': {n: fn for fn, ns in parts.items() for n in ns}}))
+    sh = write_checkpoint(tmp_path / 'sharded', json.loads((ck / 'config.json').read_text()), load_file(str(ck / 'model.safetensors')),
+                          shards=2, files={p.name: p for p in ck.iterdir() if p.name not in ('config.json', 'model.safetensors')})
+    parts = set(read_index(sh)['weight_map'].values())
     build_draft_vocab(sh, corpus, 64, progress=False)
     files = filter_duplicate_safetensors_files(glob.glob(os.path.join(sh, '*.safetensors')), str(sh), 'model.safetensors.index.json')
     assert sorted(Path(f).name for f in files) == sorted(list(parts) + [DRAFT_VOCAB_FILE])

@@ -10,14 +10,14 @@ old tree each take a moment the test can hit: it polls the file system and sends
 3. in place only: the new tree is already at CKPT and the old one, now at `.NAME.tmp-PID`, is being deleted.
 SIGTERM / SIGINT make the CLI remove its temporary tree and exit 143 / 130.
 """
-import hashlib, os, shutil, signal, subprocess, sys, time
+import os, shutil, signal, subprocess, sys, time
 from pathlib import Path
 
 import pytest
 
 from mtp_lit.draft_vocab import DRAFT_VOCAB_FILE, build_draft_vocab, load_draft_vocab
 from mtp_lit.model import build_random_checkpoint, byte_tokenizer, qwen3_5_config
-from conftest import default_sigint
+from conftest import default_sigint, mtp_lit_cli, tree_hashes as _hashes
 
 SMALL = dict(vocab_size=320, hidden_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
              head_dim=32, intermediate_size=64)
@@ -25,14 +25,7 @@ N_EXTRA = 2000
 K = 64
 
 
-def _hashes(d: Path) -> dict:
-    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob('*')) if p.is_file()}
-
-
-def _cli() -> list:
-    exe = Path(sys.executable).with_name('mtp-lit')
-    if exe.exists(): return [str(exe), 'draft-vocab']
-    return [sys.executable, '-c', 'import sys; from mtp_lit.draft_vocab import draft_vocab_cli; sys.exit(draft_vocab_cli(sys.argv[1:]))']
+def _cli() -> list: return mtp_lit_cli('draft-vocab', 'draft_vocab', 'draft_vocab_cli')
 
 
 @pytest.fixture(scope='module')

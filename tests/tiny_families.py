@@ -10,10 +10,10 @@ perm[last prompt token], perm[perm[...]], ... which `expected_tokens` computes w
 
 Names and ratios follow the real checkpoints' metadata (`tests/fixtures/checkpoints/*`, `mtp_lit.layouts.synth_mtp_weights`),
 sizes are scaled down to what vLLM CPU accepts (head dim 64; MLA kv_lora_rank 512 + qk_rope_head_dim 64)."""
-import json, shutil
+import json
 from pathlib import Path
 import torch
-from safetensors.torch import save_file
+from mtp_lit.ckpt_io import write_checkpoint
 from mtp_lit.layouts import synth_mtp_weights, draft_layout
 from mtp_lit.model import checkpoint_path
 
@@ -77,7 +77,6 @@ def build(family: str, dst, experts: str = 'split', seed: int = 0, wrong_draft: 
     *hidden* half instead, so it proposes perm[t] for the current token t — always wrong (acceptance 0); `overrides`: config
     fields to change (e.g. MLA head dims a GPU backend needs)."""
     cfg = {**config(family), **(overrides or {})}
-    dst = Path(dst); dst.mkdir(parents=True, exist_ok=True)
     g = torch.Generator().manual_seed(seed)
     qwen = family.startswith('qwen')
     E = torch.randn(V, H, generator=g)
@@ -109,11 +108,8 @@ def build(family: str, dst, experts: str = 'split', seed: int = 0, wrong_draft: 
             w[:, half] = torch.eye(H)
         else: w = torch.randn(shape, generator=g) * 0.02
         out[name] = w.to(torch.float32 if dt == 'F32' else torch.bfloat16).contiguous()
-    save_file(out, str(dst / 'model.safetensors'), metadata={'format': 'pt'})
-    (dst / 'config.json').write_text(json.dumps(cfg, indent=1) + '\n')
     src = checkpoint_path('qwen3_5-tiny')
-    for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'): shutil.copy(src / f, dst / f)
-    return dst
+    return write_checkpoint(dst, cfg, out, files={f: src / f for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json')})
 
 def expected_tokens(prompt_ids: list, n: int, seed: int = 0) -> list:
     "The greedy continuation of `prompt_ids` (n tokens) under the permutation target: perm applied to the last token, repeatedly."

@@ -187,10 +187,12 @@ class DraftBuild:
     def start(cls, key: str, vllm_config) -> 'DraftBuild | None':
         """Read options and `mtp_quant_algo` for the draft of `vllm_config`; raises `ValueError` naming the option for bad or
         unsupported values, and for an FP8 plan that does not fit how the checkpoint stores the draft (`fp8_storage`).
-        None for a generic-path draft with no option set and no `mtp_quant_algo`: vLLM's own draft, unchanged."""
+        None for a generic-path draft with no option set and a checkpoint without `mtp_quant_algo` or an `mtp_lit` section:
+        vLLM's own draft, unchanged."""
         extended = key in DRAFTS
         model, opts, mq, cfg = read_options(vllm_config, vllm_fp8=extended)
-        if not extended and not opts.any_set and mq.algo == 'NONE': return None
+        section = cfg.get('mtp_lit') or (cfg.get('text_config') or {}).get('mtp_lit')   # e.g. a draft vocabulary: on by default
+        if not extended and not opts.any_set and mq.algo == 'NONE' and not section: return None
         b = cls(key, ROWS.get(key), opts, draft_quant_plan(opts, mq), str(model), cfg)
         b._gpu_fallback(vllm_config, mq)
         b.target_quantized = b.plan.mode == 'inherit' and vllm_config.quant_config is not None

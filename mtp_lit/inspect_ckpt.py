@@ -123,10 +123,10 @@ def _plugin_view(p, registry_key: str) -> dict:
     """What the plugin makes of the draft of checkpoint `p` with no environment variable set: {'plan', 'options'}, or
     {'error'} with the error it raises when it builds the draft (options, `mtp_quant_algo`, what the family cannot do)."""
     from mtp_lit.options import checkpoint_options, draft_quant_plan
-    from mtp_lit.plugin import DRAFTS, check_options
+    from mtp_lit.plugin import check_options
     try:
         opts, mq, cfg = checkpoint_options(p, env={})
-        if registry_key in DRAFTS: check_options(registry_key, opts, opts.draft_vocab and 'draft_vocab_size' in (cfg.get('mtp_lit') or {}))
+        check_options(registry_key, opts, opts.draft_vocab and 'draft_vocab_size' in (cfg.get('mtp_lit') or {}))
         return {'plan': draft_quant_plan(opts, mq).mode, 'options': opts.describe()}
     except ValueError as e: return {'error': str(e)}
 

@@ -65,7 +65,7 @@ class Family:
     shared_expert: str     # module name of the shared expert(s) ('' if none)
     head: str              # layer-relative checkpoint name of the draft's own head ('' = shares the target's lm_head)
     head_quant: str        # quant prefix of the draft's head module (relative to quant_layer, or absolute 'lm_head')
-    extended: bool = True  # mtp_lit serves this family's draft class with its options (`mtp_lit.plugin.DRAFTS`)
+    extended: bool = True  # a `mtp_lit.plugin.DRAFTS` row (served end to end); False: the plugin's generic path, with this row's layout
     attn_config: str = ''  # prefix of the config fields vLLM builds the MTP layer's attention from ('swa_': MiMo-V2's sliding-window ones)
 
     @property

@@ -3,7 +3,7 @@ proposer does (`vllm.model_executor.model_loader.get_model` with the speculative
 process and without starting an engine: the plugin's load-time checks run, in ~1 s per checkpoint after the imports.
 
 `python tests/bad_inputs.py CASES.json OUT.json` loads every case `{name: [model_dir, env]}` in turn and writes
-`{name: {'loaded', 'class', 'error', 'nonfinite', 'log'}}`; `load_drafts` runs that in a subprocess."""
+`{name: {'loaded', 'class', 'error', 'nonfinite', 'fp8', 'windows', 'log'}}`; `load_drafts` runs that in a subprocess."""
 import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 
@@ -135,7 +135,9 @@ def _main(cases_json, out_json):
         print(f'{_MARK}{name}', flush=True); t0 = time.time()
         try:
             m = load_draft(model, k, env, *ea)
-            r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None, 'nonfinite': _nonfinite(m)}
+            r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None, 'nonfinite': _nonfinite(m),
+                 'fp8': sorted(n for n, p in m.named_parameters() if p.dtype == torch.float8_e4m3fn),
+                 'windows': sorted({a.sliding_window for a in m.modules() if type(a).__name__ == 'Attention'}, key=str)}
         except Exception as e:
             r = {'loaded': False, 'class': None, 'error': f'{type(e).__name__}: {e}', 'nonfinite': None}
         sys.stdout.flush(); sys.stderr.flush()

@@ -7,7 +7,7 @@ Three levels:
 - load time (`vllm` marker): each bad checkpoint's MTP draft is built and loaded by vLLM's own loader, the way its
   proposer does it, with mtp_lit's plugin installed, all in ONE subprocess (`bad_inputs.load_drafts`, ~1 s per case);
 - two real engine runs (`vllm` marker): an FP8 draft without a scale must stop the engine with the layer named; an
-  architecture mtp_lit does not support must leave vLLM running without mtp_lit.
+  architecture without a row in the family table (ERNIE-4.5) is served through the generic path, FP8 draft and window on.
 
 A gap found here is first recorded as `xfail(strict=True)` with the fix it needs in its reason; the test turns into a failure
 (XPASS) once the fix lands, and the marker goes. None is left.
@@ -355,7 +355,9 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'mtp2-k2+fp8':       ('mtp2', {'MTP_FP8': '1'}, 2),
     'pp2+fp8':           ('tiny', {'MTP_FP8': '1'}, 3, {'pipeline_parallel_size': 2}),
     'pp2':               ('tiny', {}, 3, {'pipeline_parallel_size': 2}),
-    'ernie+fp8':         ('ernie', {'MTP_FP8': '1'}, 1),   # vLLM's ErnieMTP: a draft mtp_lit does not extend
+    'ernie+fp8':         ('ernie', {'MTP_FP8': '1'}, 1),   # vLLM's ErnieMTP: no DRAFTS row, the generic path
+    'ernie+window':      ('ernie', {'MTP_DRAFT_WINDOW': '16'}, 1),
+    'ernie+draft-vocab': ('ernie-dv', {}, 1),
 }
 
 
@@ -382,6 +384,7 @@ def loads(root, fp8, dv):
          'dv-dup': _tamper_ids(dv, L / 'dv-dup', _dup),
          'dv-trunc': copy_ckpt(dv, L / 'dv-trunc'),
          'mtp2': edit_config(copy_ckpt(TINY, L / 'mtp2'), lambda c: c.update(mtp_num_hidden_layers=2))}
+    b['ernie-dv'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-dv'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
     b['legacy'] = lg = copy_ckpt(TINY, L / 'legacy')          # the downstream patch's format: ids in a .pt, rows in the shards
     ids = load_draft_vocab(dv).ids
@@ -521,26 +524,47 @@ def test_engine_fp8_weight_without_scale_names_the_layer(root, fp8, tmp_path):
     assert 'mtp.layers.0.mlp.gate_up_proj: FP8 weight scale not loaded from the checkpoint' in log
 
 
+ERNIE_FP8 = ['model.layers.{n}.' + m + '.weight' for m in ('mtp_block.mlp.down_proj', 'mtp_block.mlp.gate_up_proj',   # n: the MTP layer N
+             'mtp_block.self_attn.o_proj', 'mtp_block.self_attn.qkv_proj', 'mtp_linear_proj')]
+
+
 @pytest.mark.vllm
-def test_load_unextended_draft_refuses_options(loads):
-    e = _err(loads, 'ernie+fp8')
-    assert e.startswith("ValueError: env MTP_FP8: mtp_lit does not extend ErnieMTPModel drafts ("), e
-    assert e.endswith("unset it to serve vLLM's own draft"), e
+def test_load_generic_draft(loads):
+    "vLLM's ErnieMTP (no row in the family table): FP8 and the window through the generic path; the truncated head refused, named."
+    r = loads['ernie+fp8']
+    assert r['loaded'] and r['class'] == 'mtp_lit.plugin.ErnieMTP' and r['nonfinite'] == [], r
+    assert r['fp8'] == [n.format(n=2) for n in ERNIE_FP8], r['fp8']
+    assert any('ErnieMTPModel draft (generic path)' in line and 'FP8 via vLLM linears for model.layers.2.mtp_linear_proj' in line
+               for line in r['log']), r['log']
+    w = loads['ernie+window']
+    assert w['loaded'] and w['windows'] == [16] and w['fp8'] == [], w
+    assert _err(loads, 'ernie+draft-vocab') == (
+        "ValueError: config.json mtp_lit draft vocab: the truncated draft head is not supported yet for ErnieMTPModel (the truncated "
+        "head's tensor names and logits path are per family, and only DRAFTS rows have them); set MTP_DRAFT_VOCAB=0")
 
 
 @pytest.fixture(scope='module')
 def ernie_run(root, tmp_path_factory):
-    "A tiny ERNIE-4.5 (vLLM's ErnieMTP draft, which mtp_lit does not extend) served with no mtp_lit option: the result."
+    """A tiny ERNIE-4.5 (vLLM's ErnieMTP draft, no row in the family table: the generic path) with the permutation target and
+    an echo draft (`tiny_families.build_ernie`), served with the FP8 draft and a 16-token draft window: (result, expected tokens)."""
+    import tiny_families as tf
+    from tokenizers import Tokenizer
     from mtp_lit.demo import RunSpec, demo_prompts, run_in_subprocess
-    e = tiny_ernie_checkpoint(root / 'ernie', TINY)
-    return run_in_subprocess(RunSpec('ernie', str(e), 1, {}, demo_prompts(1), 8, max_model_len=256),
-                             log_dir=tmp_path_factory.mktemp('ernie-logs'), quiet=True)
+    e, prompts = tf.build_ernie(root / 'ernie-echo'), demo_prompts(2)
+    tok = Tokenizer.from_file(str(e / 'tokenizer.json'))
+    r = run_in_subprocess(RunSpec('ernie-generic', str(e), 2, {'MTP_FP8': '1', 'MTP_DRAFT_WINDOW': '16'}, prompts, 24, max_model_len=256,
+                                  engine_args={'worker_extension_cls': 'mtp_lit.demo.DraftInspector'}),
+                          log_dir=tmp_path_factory.mktemp('ernie-logs'), quiet=True)
+    return r, [tf.expected_tokens(tok.encode(p).ids, 24) for p in prompts]
 
 
 @pytest.mark.vllm
-def test_engine_unextended_draft_is_vllms(ernie_run):
-    r = ernie_run
-    # vLLM's own draft class (mtp_lit registers a pass-through subclass that only checks no mtp_lit option is set)
-    assert r['draft']['class'] in ('vllm.model_executor.models.ernie_mtp.ErnieMTP', 'mtp_lit.plugin.ErnieMTP')
-    assert r['tokens_generated'] == 8 and r['acceptance']['drafts'] > 0
-    assert 'float8_e4m3fn' not in r['draft']['param_dtypes'].values()
+def test_engine_generic_draft_fp8_window(ernie_run):
+    "Through the generic path: the draft's vLLM linears and its swapped nn.Linear in FP8, its attention windowed; lossless, acceptance ~1."
+    r, expected = ernie_run
+    d = r['draft']
+    assert d['class'] == 'mtp_lit.plugin.ErnieMTP'
+    assert sorted(n for n, t in d['param_dtypes'].items() if t == 'float8_e4m3fn') == [n.format(n=1) for n in ERNIE_FP8]
+    assert set(d['attention_windows'].values()) == {16}, d['attention_windows']
+    assert r['tokens'] == expected                                  # = plain greedy (clear winning logits)
+    assert r['acceptance']['drafts'] > 0 and r['acceptance']['acceptance_rate'] > 0.95, r['acceptance']

@@ -132,3 +132,37 @@ def with_fp8_exclusions(ckpt, omit=()) -> Path:
     cfg['quantization_config'] = {'quant_method': 'fp8', 'activation_scheme': 'dynamic', 'ignored_layers': ['lm_head'] + mods}
     (ckpt / 'config.json').write_text(json.dumps(cfg, indent=1) + '\n')
     return ckpt
+
+
+ERNIE = dict(architectures=['Ernie4_5_MoeForCausalLM'], model_type='ernie4_5_moe', num_hidden_layers=1, num_nextn_predict_layers=1,
+             num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=256, use_bias=False, moe_num_experts=0,
+             moe_num_shared_experts=0, moe_intermediate_size=256, moe_k=1, moe_layer_start_index=1, pad_token_id=0,
+             rope_parameters=dict(rope_type='default', rope_theta=10000.0))
+
+
+def build_ernie(dst, seed: int = 0) -> Path:
+    """A tiny ERNIE-4.5 checkpoint (`Ernie4_5_MoeForCausalLM` without MoE layers; vLLM's `ErnieMTP` draft, a family with no row
+    in `mtp_lit.layouts`, so the plugin serves it through its generic path) built as `build` builds the table's families: the
+    permutation target, and a draft whose input projection `model.mtp_linear_proj.0` is the identity on its embedding half
+    (ERNIE concatenates (embedding, hidden)). Tensor names: vllm/model_executor/models/ernie_mtp.py (`model.mtp_*.0.`)."""
+    cfg = {**_COMMON, **ERNIE}
+    dst = Path(dst); dst.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(seed)
+    E, perm = torch.randn(V, H, generator=g), permutation(seed)
+    head = torch.empty(V, H); head[perm] = E / E.norm(dim=1, keepdim=True)
+    nh, kv, hd, I = cfg['num_attention_heads'], cfg['num_key_value_heads'], cfg['head_dim'], cfg['intermediate_size']
+    r = lambda *s: torch.randn(*s, generator=g) * 0.02
+    sd = {'model.embed_tokens.weight': E, 'lm_head.weight': head, 'model.norm.weight': torch.ones(H)}
+    for p in ('model.layers.0.', 'model.mtp_block.0.'):
+        sd.update({p + 'input_layernorm.weight': torch.ones(H), p + 'post_attention_layernorm.weight': torch.ones(H),
+                   p + 'self_attn.q_proj.weight': r(nh * hd, H), p + 'self_attn.k_proj.weight': r(kv * hd, H),
+                   p + 'self_attn.v_proj.weight': r(kv * hd, H), p + 'self_attn.o_proj.weight': r(H, nh * hd),
+                   p + 'mlp.gate_proj.weight': r(I, H), p + 'mlp.up_proj.weight': r(I, H), p + 'mlp.down_proj.weight': r(H, I)})
+    fc = torch.randn(H, 2 * H, generator=g) * 0.01
+    fc[:, :H] = torch.eye(H)
+    sd.update({'model.mtp_emb_norm.0.weight': torch.ones(H), 'model.mtp_hidden_norm.0.weight': torch.ones(H), 'model.mtp_linear_proj.0.weight': fc})
+    save_file({k: v.bfloat16().contiguous() for k, v in sd.items()}, str(dst / 'model.safetensors'), metadata={'format': 'pt'})
+    (dst / 'config.json').write_text(json.dumps(cfg, indent=1) + '\n')
+    src = checkpoint_path('qwen3_5-tiny')
+    for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'): shutil.copy(src / f, dst / f)
+    return dst

@@ -7,8 +7,8 @@ drafts its first proposal on B(k+1) tokens): `fp8_linear` as the plugin calls it
 or from `SCALED_MM_MIN_M` tokens on W8A8 through torch._scaled_mm), the Triton kernel alone (the tuned config),
 cuBLAS in BF16 (`F.linear`: vLLM's unquantized draft), and vLLM's own FP8 linear (dynamic per-token e4m3 activations,
 `cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs). For the Qwen3.5-35B-A3B MTP layer's routed experts
-(E = 256, top-8): `fp8_moe` as the plugin calls it, the grouped `moe_linear` path alone, and vLLM's fused-MoE kernel in
-BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
+(E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), the grouped `moe_linear` path
+alone, and vLLM's fused-MoE kernel in BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
 enough weight copies, or routings, that L2 serves nothing), with the bytes each call must read for the roofline."""
 import argparse, functools, json, math, time
 from pathlib import Path
@@ -55,7 +55,7 @@ def dense_rows(shapes, Ms, log=print):
 
 
 def moe_rows(E, top_k, H, I, Ms, log=print):
-    from mtp_lit.draft_moe import fp8_moe, quantize_experts, _grouped_moe, _vllm_experts, MoEActivation
+    from mtp_lit.draft_moe import fp8_moe, quantize_experts, _grouped_moe, MoEActivation
     from vllm.model_executor.layers.fused_moe import fused_moe  # noqa: F401  (registers torch.ops.vllm.fused_experts)
     from mtp_lit.kernels import time_graph
     g = torch.Generator(device='cuda').manual_seed(1)
@@ -72,7 +72,6 @@ def moe_rows(E, top_k, H, I, Ms, log=print):
         act = MoEActivation.SILU
         t = {'mtp_lit': [functools.partial(fp8_moe, x, q13, s13, q2, s2, tw, i) for i in ids],
              'mtp_lit_grouped': [functools.partial(_grouped_moe, x, q13, s13, q2, s2, tw, i.long(), None, act, False) for i in ids],
-             'mtp_lit_vllm_fp8': [functools.partial(_vllm_experts, x, q13, s13, q2, s2, tw, i, None, act, None, False) for i in ids],
              'bf16': [functools.partial(torch.ops.vllm.fused_experts, hidden_states=x, w1=w13, w2=w2, topk_weights=tw, topk_ids=i) for i in ids]}
         used = float(torch.stack([torch.bincount(i.flatten().long(), minlength=E) > 0 for i in ids]).float().sum(-1).mean())
         r = dict(kind='experts', E=E, top_k=top_k, H=H, I=I, M=M, experts_read=used, fp8_bytes=int(used * 3 * I * H),

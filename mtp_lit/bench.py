@@ -13,9 +13,11 @@ import math, os, sys, json, time, platform, argparse, statistics, importlib.util
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .kernels import (fp8_linear, fp8_linear_argmax, moe_linear, quantize_fp8, KernelConfig, select_config, tuned_table, m_bucket,
-                             block_m, default_config, FP8, FP8_MAX, triton_ok, time_graph, silu_mul, pdl_launch,
-                             linear_use)
+from .fp8 import quantize_fp8, quantize_act_per_token, fp8_scale_shape
+from .inspect_ckpt import draft_read_bytes
+from .kernels import (fp8_linear, fp8_linear_argmax, moe_linear, KernelConfig, select_config, tuned_table, triton_ok,
+                             time_graph, silu_mul, linear_use, fused_rms_norm, fused_silu_mul, fused_gated_attn,
+                             fused_router_topk, fused_moe_combine, read_sweep)
 
 # %% ../nbs/14_bench.ipynb #9e917f7d
 _SHAPES_FILE = Path(importlib.util.find_spec('mtp_lit').origin).parent / 'data' / 'shapes.json'
@@ -38,43 +40,39 @@ def expected_experts_hit(num_experts, top_k, M):
     "Expected number of distinct experts that M tokens route to, each picking top_k of num_experts uniformly: E (1 - (1 - k/E)^M)."
     return num_experts * (1 - (1 - top_k / num_experts) ** M)
 
-def step_bytes(cfg, M, weight_bytes=2, head_rows=None, experts_hit=None, ctx=0, scale_mode='channel'):
+def step_bytes(cfg, M, weight_bytes=2, head_rows=None, experts_hit=None, ctx=0, scheme='per-channel'):
     """Bytes one draft step must move through HBM at least, split by kind (dict, and 'total').
 
-    weights: sum of N*K*weight_bytes over the linears (experts: only `experts_hit` of them, default the expectation),
-    plus their float32 scales (per-channel: 4N, per-tensor 4, block: 4 ceil(N/128) ceil(K/128)) when weight_bytes == 1;
+    weights: `draft_read_bytes` of the linears and the head at `weight_bytes` (experts: only `experts_hit` of them, default
+    the expectation), plus their float32 scales (`fp8_scale_shape` of `scheme`) when weight_bytes == 1;
     bf16: router/shared_expert_gate (BF16 in every variant) and the RMSNorm weights; kv: the draft layer's KV cache
     over `ctx` cached tokens for each of the M sequences; act: activations read and written by the linears."""
     H, D = cfg['hidden_size'], cfg['head_dim']
     moe = cfg.get('moe')
     hit = experts_hit if experts_hit is not None else (expected_experts_hit(moe['num_experts'], moe['top_k'], M) if moe else 0)
-    w = sc = bf = act = 0
+    lin = sc = bf = act = 0
     for name, N, K in draft_linears(cfg, head_rows):
         n_mat = hit if name.startswith('experts_') else 1
         rows_in = M * moe['top_k'] if name.startswith('experts_') else M
         act += 2 * rows_in * (N + K)
         if name in ('router', 'shared_expert_gate'): bf += 2 * N * K; continue
-        w += n_mat * N * K * weight_bytes
-        if weight_bytes == 1:
-            sc += n_mat * 4 * {'channel': N, 'tensor': 1, 'block': math.ceil(N / 128) * math.ceil(K / 128)}[scale_mode]
+        if name != 'head': lin += n_mat * N * K
+        if weight_bytes == 1: sc += n_mat * 4 * math.prod(fp8_scale_shape((N, K), scheme))
+    w = draft_read_bytes(lin, head_rows or cfg['vocab_size'], H, weight_bytes, weight_bytes)
     bf += 2 * (5 * H + 2 * D)  # pre_fc_norm_embedding/hidden, input/post_attention_layernorm, norm; q_norm, k_norm
     kv = M * ctx * 2 * cfg['num_key_value_heads'] * D * 2
     d = dict(weights=w, scales=sc, bf16=bf, kv=kv, act=act)
     d['total'] = sum(d.values())
     return d
 
+
 # %% ../nbs/14_bench.ipynb #90730f9d
 def torch_fp8_linear(x, qweight, scale, residual=None):
-    """Plain-torch W8A8 linear: dynamic per-token e4m3 quant of x [M, K] (scale = amax/448) + `torch._scaled_mm`
+    """Plain-torch W8A8 linear: dynamic per-token e4m3 quant of x [M, K] (`quantize_act_per_token`) + `torch._scaled_mm`
     with a per-channel weight scale [N]; bf16 out [M, N]. The plain-torch FP8 baseline of the benchmark."""
-    sx = (x.abs().amax(-1, keepdim=True).float() / FP8_MAX).clamp_min(1e-12)
-    xq = (x.float() / sx).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+    xq, sx = quantize_act_per_token(x, check=False)
     y = torch._scaled_mm(xq, qweight.t(), scale_a=sx, scale_b=scale.view(1, -1).float(), out_dtype=x.dtype)
     return y if residual is None else y + residual
-
-def _next_pow2(n): return 1 << max(0, (n - 1).bit_length())
-
-_GLUE_WARPS = 16  # num_warps of DraftStep's RMSNorm and SiluAndMul kernels: 16 beat 4 by 8 us a step (H200, nbs/bench/probes/glue_warps_probe.json)
 
 try: from fastcore.basics import patch   # nbdev's idiom: a class's methods added in the cells that explain them
 except ImportError:   # fastcore is a docs and test dependency, not an install one
@@ -122,7 +120,7 @@ class DraftStep:
 @patch
 def _cfg(self: DraftStep, x, w, act, acc=False):
     K = x.shape[-1] // (2 if act else 1)
-    return select_config(x.shape[0], w.shape[0], K, 'channel', table=self.table, use=linear_use(acc, act)) if x.is_cuda else None
+    return select_config(x.shape[0], w.shape[0], K, 'per-channel', table=self.table, use=linear_use(acc, act)) if x.is_cuda else None
 
 @patch
 def lin(self: DraftStep, x, name, residual=None, act=None):
@@ -146,20 +144,10 @@ def lin(self: DraftStep, x, name, residual=None, act=None):
 
 # %% ../nbs/14_bench.ipynb #8348f5ac
 @patch
-def _pk(self: DraftStep, x):
-    "launch keywords of a glue kernel: PDL where allowed"
-    return pdl_launch(x) if self.pdl else {}
-
-@patch
 def _silu_mul(self: DraftStep, x):
     "SiluAndMul of a gate_up output [M, 2I] (bf16, or the float32 accumulator) -> bf16 [M, I]"
     if not (self.fused and x.is_cuda): return silu_mul(x).to(torch.bfloat16)
-    from mtp_lit import _triton_kernels as tk
-    M, K2 = x.shape
-    o = torch.empty(M, K2 // 2, device=x.device, dtype=torch.bfloat16)
-    tk.silu_mul_kernel[(M, math.ceil(K2 // 2 / 4096))](x, o, K2 // 2, x.stride(0), o.stride(0), BLOCK=4096,
-                                                               num_warps=_GLUE_WARPS, **self._pk(x))
-    return o
+    return fused_silu_mul(x, pdl=self.pdl)
 
 @patch
 def _norm(self: DraftStep, x, name, x2=None, name2=None, zero=None):
@@ -170,17 +158,7 @@ def _norm(self: DraftStep, x, name, x2=None, name2=None, zero=None):
         if zero is not None: zero.zero_()
         y = F.rms_norm(x.to(torch.bfloat16), (H,), self.p[name], eps)
         return y if x2 is None else torch.cat([y, F.rms_norm(x2, (H,), self.p[name2], eps)], -1)
-    from mtp_lit import _triton_kernels as tk
-    M = x.shape[0]
-    o = torch.empty(M, H * (2 if x2 is not None else 1), device=x.device, dtype=torch.bfloat16)
-    two = x2 is not None
-    tk.rms_norm_kernel[(M, 2 if two else 1)](x, self.p[name], x2 if two else x, self.p[name2 or name], o, H, eps,
-                                             x.stride(0), (x2 if two else x).stride(0), o.stride(0),
-                                             TWO=two, BLOCK=_next_pow2(H), z_ptr=zero,
-                                             NZ=0 if zero is None else zero.shape[1], ZERO=zero is not None,
-                                             num_warps=_GLUE_WARPS,
-                                             **self._pk(x))
-    return o
+    return fused_rms_norm(x, self.p[name], eps, x2, self.p[name2] if x2 is not None else None, zero=zero, pdl=self.pdl)
 
 
 # %% ../nbs/14_bench.ipynb #048856e9
@@ -191,13 +169,7 @@ def _attention(self: DraftStep, qkv):
     M = qkv.shape[0]
     gate_on = c['attn_output_gate']
     if self.fused:
-        from mtp_lit import _triton_kernels as tk
-        dt = torch.bfloat16  # qkv: bf16, or the float32 accumulator of an 'fp8-mtp_lit' step
-        o = torch.empty(M, nq * D, device=qkv.device, dtype=dt)
-        qn = torch.empty(M, nq, D, device=qkv.device, dtype=dt); kn = torch.empty(M, nkv, D, device=qkv.device, dtype=dt)
-        tk.gated_attn_ctx0_kernel[(M, nq + nkv)](qkv, p['qn'], p['kn'], o, qn, kn, eps, qkv.stride(0),
-                                                 NQ=nq, NKV=nkv, D=D, GATE=gate_on, **self._pk(qkv))
-        return o
+        return fused_gated_attn(qkv, p['qn'], p['kn'], eps, nq, nkv, D, gate_on, pdl=self.pdl)
     nqg = nq * D * (2 if gate_on else 1)
     qg, k, v = qkv.split([nqg, nkv * D, nkv * D], -1)
     if gate_on: q, gate = qg.view(M, nq, 2 * D).chunk(2, -1)
@@ -225,10 +197,7 @@ def _moe(self: DraftStep, a, x):
     logits = self.lin(a, 'router')
     (wgu, sgu), (wd, sd) = self.w['experts_gate_up_proj'], self.w['experts_down_proj']
     if self.fused:
-        from mtp_lit import _triton_kernels as tk
-        ids = torch.empty(M, k, device=a.device, dtype=torch.int32); wts = torch.empty(M, k, device=a.device, dtype=torch.float32)
-        tk.router_topk_kernel[(M,)](logits, wts, ids, E, logits.stride(0), TOPK=k, TOPK_P2=_next_pow2(k),
-                                    BLOCK=_next_pow2(E), RENORM=moe['norm_topk_prob'], **self._pk(a))
+        wts, ids = fused_router_topk(logits, k, moe['norm_topk_prob'], pdl=self.pdl)
     else:
         wts, ids = torch.topk(torch.softmax(logits.float(), -1), k, -1)
         if moe['norm_topk_prob']: wts = wts / wts.sum(-1, keepdim=True)
@@ -238,9 +207,7 @@ def _moe(self: DraftStep, a, x):
     sg = self.lin(a, 'shared_gate_up_proj')
     sdn = self.lin(sg, 'shared_down_proj', act='silu_mul')
     if self.fused:
-        tk.moe_combine_kernel[(M,)](x, y, wts, sdn, a, self.w['shared_expert_gate'][0], H, x.stride(0), y.stride(1),
-                                    sdn.stride(0), a.stride(0), TOPK=k, BLOCK=_next_pow2(H), **self._pk(x))
-        return x
+        return fused_moe_combine(x, y, wts, sdn, a, self.w['shared_expert_gate'][0], pdl=self.pdl)
     routed = (y.float() * wts[..., None]).sum(1)
     gate = torch.sigmoid(self.lin(a, 'shared_expert_gate').float())
     return (x.float() + routed + gate * sdn.float()).to(x.dtype)
@@ -310,11 +277,10 @@ def measure_bandwidth(nbytes=4 << 30, device='cuda'):
     t_copy = time_graph([lambda: b.copy_(a)], n_replay=5, min_calls=5)
     out = dict(copy=2 * nbytes / (t_copy * 1e-3), read=0.0)
     if triton_ok(a):
-        from mtp_lit import _triton_kernels as tk
         n = a.numel()
         for BLOCK, ITERS, nw in ((4096, 8, 8), (2048, 16, 4), (8192, 4, 8), (4096, 32, 8)):
             o = torch.empty(math.ceil(n / (BLOCK * ITERS)), dtype=torch.int32, device=device)
-            f = lambda: tk.read_kernel[(o.numel(),)](a, o, n, BLOCK=BLOCK, ITERS=ITERS, num_warps=nw)
+            f = lambda: read_sweep(a, o, BLOCK, ITERS, nw)
             t = time_graph([f], n_replay=5, min_calls=5)
             out['read'] = max(out['read'], nbytes / (t * 1e-3))
     out['roofline'] = max(out['copy'], out['read'])
@@ -340,6 +306,8 @@ def _env_meta(device):
         m.update(gpu='cpu (smoke mode: timings mean nothing)')
     return m
 
+
+# %% ../nbs/14_bench.ipynb #37edb409
 def bench(models=('Qwen3.5-27B', 'Qwen3.5-35B-A3B'), Ms=(1, 4, 16, 64), variants=VARIANTS, heads=('full', 40960), ctx=0,
           table=None, shapes=None, device='cuda', min_bytes=512 << 20, log=print):
     """Time one draft step (`DraftStep`, CUDA-graph replay) for every model x head x variant x M; each row gets ms, the
@@ -377,26 +345,27 @@ def bench(models=('Qwen3.5-27B', 'Qwen3.5-35B-A3B'), Ms=(1, 4, 16, 64), variants
                 if not cpu: torch.cuda.empty_cache()
     return dict(meta=meta, rows=rows)
 
+
+# %% ../nbs/14_bench.ipynb #962d502d
 def _bench_variant(steps, cfg, model, hr, variant, wb, Ms, ctx, bw, cpu, device, rows, log):
-    if True:
-        if True:
-            if True:
-                for M in Ms:
-                    g = torch.Generator(device=device).manual_seed(M)
-                    emb = torch.randn(M, cfg['hidden_size'], device=device, generator=g).to(torch.bfloat16)
-                    hid = (torch.randn(M, cfg['hidden_size'], device=device, generator=g) * 4).to(torch.bfloat16)
-                    steps[0](emb, hid)
-                    hit = steps[0].last_ids.unique().numel() if cfg.get('moe') else None
-                    if cpu:
-                        t0 = time.perf_counter(); steps[0](emb, hid); ms = (time.perf_counter() - t0) * 1e3
-                    else:
-                        ms = time_graph([(lambda s=s: s(emb, hid)) for s in steps])
-                    b = step_bytes(cfg, M, wb, hr, experts_hit=hit, ctx=ctx)
-                    roof = b['total'] / bw['roofline'] * 1e3
-                    rows.append(dict(model=model, head_rows=hr, variant=variant, M=M, ms=ms, bytes=b, roofline_ms=roof,
-                                     fraction=roof / ms, experts_hit=hit))
-                    log(f"{model:16s} head {hr:6d} {variant:12s} M={M:3d}  {ms:7.3f} ms  roofline {roof:6.3f} ms  "
-                        f"{roof / ms:5.2f}" + (f"  experts hit {hit}" if hit else ''))
+    "Time `steps` (copies of one `DraftStep`) at each M and append one row per M to `rows`."
+    for M in Ms:
+        g = torch.Generator(device=device).manual_seed(M)
+        emb = torch.randn(M, cfg['hidden_size'], device=device, generator=g).to(torch.bfloat16)
+        hid = (torch.randn(M, cfg['hidden_size'], device=device, generator=g) * 4).to(torch.bfloat16)
+        steps[0](emb, hid)
+        hit = steps[0].last_ids.unique().numel() if cfg.get('moe') else None
+        if cpu:
+            t0 = time.perf_counter(); steps[0](emb, hid); ms = (time.perf_counter() - t0) * 1e3
+        else:
+            ms = time_graph([(lambda s=s: s(emb, hid)) for s in steps])
+        b = step_bytes(cfg, M, wb, hr, experts_hit=hit, ctx=ctx)
+        roof = b['total'] / bw['roofline'] * 1e3
+        rows.append(dict(model=model, head_rows=hr, variant=variant, M=M, ms=ms, bytes=b, roofline_ms=roof,
+                         fraction=roof / ms, experts_hit=hit))
+        log(f"{model:16s} head {hr:6d} {variant:12s} M={M:3d}  {ms:7.3f} ms  roofline {roof:6.3f} ms  "
+            f"{roof / ms:5.2f}" + (f"  experts hit {hit}" if hit else ''))
+
 
 # %% ../nbs/14_bench.ipynb #70395235
 def results_table(res, model=None):
@@ -414,6 +383,8 @@ def results_table(res, model=None):
         out.append(f'| {k[0]} | {k[1]} | {k[2]} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(out)
 
+
+# %% ../nbs/14_bench.ipynb #1f3320aa
 _STYLE = {'bf16': ('tab:blue', 'o'), 'fp8-torch': ('tab:orange', 's'), 'fp8-mtp_lit': ('tab:green', '^')}
 
 def plot_bench(res, path=None):
@@ -453,6 +424,7 @@ def plot_bench(res, path=None):
     if path: fig.savefig(path, dpi=110)
     return fig
 
+
 # %% ../nbs/14_bench.ipynb #c9fc9789
 def target_step_bytes(cfg, M, weight_bytes=2, ctx=2048):
     """Bytes of one decode/verify step of the target (Qwen3.5 hybrid) for M sequences: its layer and LM-head weights
@@ -476,6 +448,8 @@ def target_step_ms(cfg, tokens_per_seq, M, bandwidth, flops, weight_bytes=2, ctx
     b = target_step_bytes(cfg, M, weight_bytes, ctx)
     return max(b['total'] / bandwidth, 2 * b['params'] * M * tokens_per_seq / flops) * 1e3
 
+
+# %% ../nbs/14_bench.ipynb #afc624b7
 def tau_geometric(alpha, k):
     "Mean acceptance length (tokens per verify step, the bonus token included) when each draft position is accepted with probability alpha: (1 - alpha^(k+1)) / (1 - alpha)."
     return k + 1 if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
@@ -508,6 +482,8 @@ def speedup_model(res, model='Qwen3.5-27B', alphas=(0.6, 0.8), ks=(1, 2, 3, 4), 
                                 speedup=expected_speedup(tau, t_target, t_verify, r['ms'], k)))
     return out
 
+
+# %% ../nbs/14_bench.ipynb #2e90f9b5
 def plot_speedup(rows, path=None):
     "Figure: expected speedup vs k for each draft variant (colour), head (line style) and alpha (panel)."
     import matplotlib
@@ -536,6 +512,7 @@ def plot_speedup(rows, path=None):
     fig.tight_layout()
     if path: fig.savefig(path, dpi=110)
     return fig
+
 
 # %% ../nbs/14_bench.ipynb #9b374003
 _USE = {'fc': 'acc', 'qkv_proj': 'acc', 'o_proj': 'acc', 'gate_up_proj': 'acc', 'down_proj': 'acc',

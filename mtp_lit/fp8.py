@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['E4M3_MAX', 'E4M3_MIN_NORMAL', 'E4M3_MIN_SUBNORMAL', 'MIN_SCALE', 'SCALE_SENTINEL', 'SCHEMES', 'SCALE_FMTS',
            'e4m3_value', 'e4m3_bytes', 'ue8m0_round', 'ue8m0_encode', 'ue8m0_decode', 'fp8_scale_shape', 'quantize_fp8',
-           'dequantize_fp8', 'quantize_act_per_token', 'fp8_error', 'synthetic_weight', 'fp8_bytes', 'fp8_explore',
-           'fp8_explorer']
+           'scale_scheme', 'dequantize_fp8', 'quantize_act_per_token', 'fp8_error', 'synthetic_weight', 'fp8_bytes',
+           'fp8_explore', 'fp8_explorer']
 
 # %% ../nbs/00_fp8.ipynb #a68aa5b1
 import math
@@ -133,38 +133,66 @@ def quantize_fp8(w: torch.Tensor, scheme: str = 'per-tensor', block=(128, 128), 
     q = q.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).contiguous()
     return q, s.to(torch.float32).contiguous()
 
-def dequantize_fp8(q: torch.Tensor, scale: torch.Tensor, block=None) -> torch.Tensor:
-    """Float32 weight `q * scale` from FP8 codes `q` (`[N, K]` or `[E, N, K]`, float8_e4m3fn) and a scale as
-    `quantize_fp8` or a checkpoint stores it: per-tensor (`[1]`, 0-d, or `[E]`/`[E, 1]` for experts), per-channel
-    (`[N, 1]`), or block (`weight_scale_inv` `[ceil(N/bn), ceil(K/bk)]`, pass `block=(bn, bk)`). Scales may be float32
-    or UE8M0 bytes (uint8 / float8_e8m0fnu). Raises ValueError if `scale`'s shape fits none of these."""
-    if not isinstance(q, torch.Tensor) or q.dtype != torch.float8_e4m3fn:
-        raise ValueError(f"dequantize_fp8: q must be float8_e4m3fn, got {getattr(q, 'dtype', type(q).__name__)}")
-    if q.dim() not in (2, 3): raise ValueError(f"dequantize_fp8: q must be 2-D or 3-D, got shape {list(q.shape)}")
-    scale = torch.as_tensor(scale)
-    s = ue8m0_decode(scale) if scale.dtype in (torch.uint8, torch.float8_e8m0fnu) else scale.to(torch.float32)
-    x = q.to(torch.float32)
-    *lead, n, k = q.shape
-    if block is not None:
-        block = _check_scheme('block', 'float32', block)
-        want = fp8_scale_shape(q.shape, 'block', block)
-        if tuple(s.shape) != want: raise ValueError(f"dequantize_fp8: block scale shape {list(s.shape)} != expected {list(want)} for q {list(q.shape)} and block {list(block)}")
-        return x * _expand_blocks(s, n, k, block)
-    if s.numel() == 1 and not lead: return x * s.reshape(())
-    if lead and tuple(s.shape) in ((*lead,), (*lead, 1)): return x * s.reshape(*lead, 1, 1)
-    if tuple(s.shape) == (*lead, n, 1): return x * s
-    raise ValueError(f"dequantize_fp8: scale shape {list(s.shape)} is neither per-tensor nor per-channel [N, 1] for q "
-                     f"{list(q.shape)}; block scales need block=(bn, bk)")
+
+# %% ../nbs/00_fp8.ipynb #fa4eecef
+def scale_scheme(q: torch.Tensor, # FP8 codes [N, K] or experts [E, N, K]; a bf16/fp16/fp32 weight when `scale` is None
+               scale: torch.Tensor | None, # the weight's scale, shaped as `fp8_scale_shape` gives it ([N] and [E] too)
+               block=(128, 128), # (rows, cols) of one block scale; None: block scales are refused
+              ) -> str:
+    "The scheme of `scale` for `q`: one of `SCHEMES`, or 'none' for an unquantized weight without a scale."
+    if q.dim() not in (2, 3): raise ValueError(f"FP8 weights are 2-D [N, K] or 3-D [E, N, K], got shape {list(q.shape)}")
+    lead, (N, K) = q.shape[:-2], q.shape[-2:]
+    if scale is None:
+        if q.dtype == torch.float8_e4m3fn: raise ValueError("qweight is float8_e4m3fn but no scale was given")
+        return 'none'
+    if q.dtype != torch.float8_e4m3fn:
+        raise ValueError(f"scale given for a {q.dtype} weight; only float8_e4m3fn weights take a scale")
+    if scale.shape[:len(lead)] != lead: raise ValueError(f"scale shape {tuple(scale.shape)} does not start with the expert dims {tuple(lead)}")
+    s = scale.shape[len(lead):]
+    if s.numel() == 1 and len(s) <= 1: return 'per-tensor'
+    if tuple(s) in ((N,), (N, 1)): return 'per-channel'
+    if block is None: raise ValueError(f"scale shape {tuple(scale.shape)} is neither per-tensor nor per-channel for weight "
+                                       f"{tuple(q.shape)}; block scales need block=(bn, bk)")
+    bn, bk = block
+    if tuple(s) == (math.ceil(N / bn), math.ceil(K / bk)): return 'block'
+    raise ValueError(f"scale shape {tuple(scale.shape)} fits no layout for weight {tuple(q.shape)}: expected [1], [N]={N}, "
+                     f"[N, 1] or [ceil(N/{bn}), ceil(K/{bk})] = [{math.ceil(N / bn)}, {math.ceil(K / bk)}]")
+
+
+# %% ../nbs/00_fp8.ipynb #ca63c5a6
+def dequantize_fp8(q: torch.Tensor, # FP8 codes [N, K] or [E, N, K] (or an unquantized weight, with `scale` None)
+                   scale: torch.Tensor | None, # float32 scales or UE8M0 bytes (uint8 / float8_e8m0fnu) of any `scale_scheme`
+                   block=(128, 128), # (rows, cols) of one block scale; None: block scales are refused
+                   dtype: torch.dtype = torch.float32, # of the result; float64 computes in float64
+                  ) -> torch.Tensor:
+    "The weight `q * scale` in `dtype`, the scale broadcast per tensor, output channel or block."
+    if scale is not None and scale.dtype in (torch.uint8, torch.float8_e8m0fnu): scale = ue8m0_decode(scale)
+    scheme = scale_scheme(q, scale, block)
+    if scheme == 'none': return q.to(dtype)
+    wd = torch.float64 if dtype == torch.float64 else torch.float32
+    (N, K), lead, s = q.shape[-2:], q.shape[:-2], scale.to(wd)
+    if scheme == 'per-tensor': s = s.reshape(*lead, 1, 1)
+    elif scheme == 'per-channel': s = s.reshape(*lead, N, 1)
+    else: s = _expand_blocks(s, N, K, block)
+    return (q.to(wd) * s).to(dtype)
+
 
 # %% ../nbs/00_fp8.ipynb #b090e919
-def quantize_act_per_token(x: torch.Tensor, name: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-token FP8 quantization of activations `x` (`[..., K]`, float): returns `(q, scale)`, `q`
-    float8_e4m3fn of `x`'s shape and `scale` float32 `[..., 1]` with `x ≈ q * scale`; `scale = max(amax_row/448,
-    MIN_SCALE)`, `q = clamp(x * (1/scale), ±448)` rounded to nearest even (vLLM `QuantFP8.forward_native`, per token).
-    Raises ValueError for a 0-d or non-finite `x`."""
-    x = _check_weight(x, name, dims=tuple(range(1, 9)))
-    s = (x.abs().amax(dim=-1, keepdim=True) / E4M3_MAX).clamp(min=MIN_SCALE)
-    return (x * s.reciprocal()).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), s
+def quantize_act_per_token(x: torch.Tensor, # activations [..., K], float
+                           name: str | None = None, # the tensor's name, for errors
+                           group: int | None = None, # columns per scale (W8A8 kernels: one per K tile); None: the whole row
+                           check: bool = True, # validate `x` (dtype, finite values): a host sync, so off inside CUDA graphs
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    "Dynamic per-token (per `group`) e4m3 codes of `x` (its shape) and float32 scales `[..., ceil(K/group)]`: s = max(amax/448, MIN_SCALE), q = x * (1/s), as vLLM's `QuantFP8.forward_native`."
+    x = _check_weight(x, name, dims=tuple(range(1, 9))) if check else x.to(torch.float32)
+    *lead, K = x.shape
+    g = group or K
+    n = -(-K // g)
+    xg = (x if n * g == K else torch.nn.functional.pad(x, (0, n * g - K))).reshape(*lead, n, g)
+    s = (xg.abs().amax(dim=-1) / E4M3_MAX).clamp(min=MIN_SCALE)
+    q = (xg * s.reciprocal()[..., None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).reshape(*lead, n * g)
+    return (q if n * g == K else q[..., :K].contiguous()), s
+
 
 # %% ../nbs/00_fp8.ipynb #eac7f353
 def fp8_error(w: torch.Tensor, scheme: str = 'per-tensor', block=(128, 128), scale_fmt: str = 'float32',
@@ -177,7 +205,7 @@ def fp8_error(w: torch.Tensor, scheme: str = 'per-tensor', block=(128, 128), sca
     quantized per token (`quantize_act_per_token`). Raises ValueError as `quantize_fp8` does."""
     w32 = _check_weight(w, None, dims=(2,))
     q, s = quantize_fp8(w32, scheme, block, scale_fmt)
-    wh = dequantize_fp8(q, s, block if scheme == 'block' else None)
+    wh = dequantize_fp8(q, s, block)
     if x is None: x = torch.randn(n_tokens, w32.shape[1], generator=torch.Generator().manual_seed(seed))
     x = x.to(torch.float32); y = x @ w32.T
     xq, xs = quantize_act_per_token(x)

@@ -17,9 +17,8 @@ pytestmark = pytest.mark.skipif(not cuda_ok, reason="needs a CUDA GPU with compu
 
 from mtp_lit.fp8 import quantize_fp8  # noqa: E402
 from mtp_lit.kernels import (fp8_linear, moe_linear, reference_linear, KernelConfig, select_config,  # noqa: E402
-                             block_m, scale_mode)
+                             block_m)
 
-SCHEME = {'tensor': 'per-tensor', 'channel': 'per-channel', 'block': 'block'}
 _seed = [1234]
 
 
@@ -67,7 +66,7 @@ VARIANTS = {'w8a16-cvt': dict(A8=False, WCVT=0, SWAP=False), 'w8a16-asm': dict(A
             'w8a8': dict(A8=True, SWAP=False), 'w8a8-swap': dict(A8=True, SWAP=True)}
 
 
-@pytest.mark.parametrize('mode', ['tensor', 'channel', 'block'])
+@pytest.mark.parametrize('mode', ['per-tensor', 'per-channel', 'block'])
 @pytest.mark.parametrize('variant', list(VARIANTS))
 @pytest.mark.parametrize('shape,split', [((5120, 17408), 1), ((5120, 17408), 4), ((1000, 1000), 3)])  # 27B down_proj; odd
 def test_fp8_linear_vs_float64(mode, variant, shape, split):
@@ -75,7 +74,7 @@ def test_fp8_linear_vs_float64(mode, variant, shape, split):
     a8 = VARIANTS[variant]['A8']
     g = gen()
     w = rand(N, K, g=g, std=K ** -0.5, outliers=16)
-    q, s = quantize_fp8(w, SCHEME[mode])
+    q, s = quantize_fp8(w, mode)
     bias = rand(N, g=g, std=0.1).to(torch.bfloat16)
     for M in (1, 7, 100):
         x = rand(M, K, g=g, mean=0.3, outliers=4).to(torch.bfloat16)
@@ -91,14 +90,14 @@ def test_fp8_linear_vs_float64(mode, variant, shape, split):
             assert rel(y, reference_linear(x, q, s, bias, res)) < 6e-2
 
 
-@pytest.mark.parametrize('mode', ['channel', 'block'])
+@pytest.mark.parametrize('mode', ['per-channel', 'block'])
 @pytest.mark.parametrize('N,K', [(5120, 10240), (14336, 5120), (5120, 6144), (34816, 5120), (5120, 17408), (40960, 5120),
                                  (248320, 5120)])
 def test_fp8_linear_selected_configs_real_shapes(mode, N, K):
     "The configs select_config picks (tuned table or default) on every Qwen3.5-27B draft linear and both head sizes."
     g = gen()
     if True:
-        q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5), SCHEME[mode])
+        q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5), mode)
         for M in (1, 4, 16, 64):
             x = rand(M, K, g=g).to(torch.bfloat16)
             cfg = select_config(M, N, K, mode)
@@ -139,14 +138,14 @@ def test_bf16_weight_and_fp32_input():
     assert y.dtype == torch.float32 and rel(y, reference_linear(x, q, s)) < 5e-3
 
 
-@pytest.mark.parametrize('mode', ['tensor', 'channel', 'block'])
+@pytest.mark.parametrize('mode', ['per-tensor', 'per-channel', 'block'])
 @pytest.mark.parametrize('a8', [False, True])
 def test_moe_linear_vs_float64(mode, a8):
     "Qwen3.5-35B-A3B MTP experts (256 x [1024, 2048] gate_up, [2048, 512] down), top-8, M = 1, 16, 64."
     g = gen()
     E, top_k = 256, 8
     for (N, K, per_slot) in [(1024, 2048, False), (2048, 512, True)]:
-        q, s = quantize_fp8(rand(E, N, K, g=g, std=K ** -0.5), SCHEME[mode])
+        q, s = quantize_fp8(rand(E, N, K, g=g, std=K ** -0.5), mode)
         for M in (1, 16, 64):
             ids = torch.rand(M, E, device='cuda', generator=g).topk(top_k, -1).indices
             x = rand(*((M, top_k, K) if per_slot else (M, K)), g=g, mean=0.2).to(torch.bfloat16)
@@ -411,11 +410,11 @@ def test_grouped_fp8_moe_in_a_cuda_graph(vllm_path, monkeypatch):
         assert torch.equal(out, fp8_moe_op(x, q13, s13, q2, s2, tw, ids))
 
 
-@pytest.mark.parametrize('mode', ['tensor', 'channel', 'block'])
+@pytest.mark.parametrize('mode', ['per-tensor', 'per-channel', 'block'])
 def test_fp8_linear_op_under_torch_compile_and_graphs(mode):
     "torch.compile keeps the op whole (Inductor never sees an e4m3 matmul); compiled + CUDA graphs = eager, bit for bit."
     g = gen()
-    q, s = quantize_fp8(rand(1024, 512, g=g, std=0.05), SCHEME[mode])
+    q, s = quantize_fp8(rand(1024, 512, g=g, std=0.05), mode)
     bn, bk = (128, 128)
     def f(x): return torch.nn.functional.silu(fp8_linear_op(x, q, s, None, bn, bk)) * 2
     x = rand(4, 512, g=g).bfloat16()
@@ -428,7 +427,8 @@ def test_fp8_linear_op_under_torch_compile_and_graphs(mode):
 
 # ---- many tokens: W8A8 through torch._scaled_mm (dense) and vLLM's fused-MoE kernel (experts)
 
-from mtp_lit.kernels import SCALED_MM_MIN_M, scaled_mm_ok, scaled_mm_linear, quantize_act_rows, quantize_act_groups  # noqa: E402
+from mtp_lit.kernels import SCALED_MM_MIN_M, scaled_mm_ok, scaled_mm_linear, quantize_act_rows  # noqa: E402
+from mtp_lit.fp8 import quantize_act_per_token  # noqa: E402
 
 sm90 = cuda_ok and torch.cuda.get_device_capability() >= (9, 0)
 
@@ -439,18 +439,18 @@ def test_act_quant_rows_matches_torch():
     g = gen()
     x = rand(300, 5120, g=g, mean=0.3, outliers=8).bfloat16()
     q, s = quantize_act_rows(x)
-    qt, st = quantize_act_groups(x, x.shape[1])
+    qt, st = quantize_act_per_token(x)
     assert torch.equal(s, st)
     assert (q.view(torch.uint8) != qt.view(torch.uint8)).float().mean().item() < 1e-3
 
 
 @pytest.mark.skipif(not sm90, reason='torch._scaled_mm row-wise scales: sm_90')
-@pytest.mark.parametrize('mode', ['tensor', 'channel'])
+@pytest.mark.parametrize('mode', ['per-tensor', 'per-channel'])
 @pytest.mark.parametrize('N,K', [(5120, 17408), (34816, 5120), (1024, 2048)])
 def test_scaled_mm_path_vs_float64(mode, N, K):
     "From SCALED_MM_MIN_M tokens on, fp8_linear runs W8A8 on torch._scaled_mm: the float64 W8A8 reference, with bias, residual and out=."
     g = gen()
-    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5, outliers=16), SCHEME[mode])
+    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5, outliers=16), mode)
     bias = rand(N, g=g, std=0.1).bfloat16()
     for M in (SCALED_MM_MIN_M, 100, 256):
         x = rand(M, K, g=g, mean=0.3, outliers=4).bfloat16()
@@ -474,7 +474,7 @@ def test_scaled_mm_argmax_and_graph():
     g = gen()
     q, s = quantize_fp8(rand(40960, 5120, g=g, std=5120 ** -0.5), 'per-channel')
     x = rand(256, 5120, g=g).bfloat16()
-    assert torch.equal(fp8_linear_argmax(x, q, s), scaled_mm_linear(x, q, s, 'channel').argmax(-1))
+    assert torch.equal(fp8_linear_argmax(x, q, s), scaled_mm_linear(x, q, s, 'per-channel').argmax(-1))
     y0 = fp8_linear_op(x, q, s); torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph): y = fp8_linear_op(x, q, s)

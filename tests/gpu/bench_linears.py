@@ -37,10 +37,10 @@ def dense_rows(shapes, Ms, log=print):
             def vllm_fp8(q, s):
                 xq, xs = ops.scaled_fp8_quant(x, use_per_token_if_dynamic=True)
                 return ops.cutlass_scaled_mm(xq, q.t(), xs, s.reshape(-1, 1), out_dtype=torch.bfloat16)
-            cfg = select_config(M, N, K, 'channel')
+            cfg = select_config(M, N, K, 'per-channel')
             t = {'mtp_lit': [functools.partial(fp8_linear, x, q, s) for q, s in ws],
                  'mtp_lit_triton': [functools.partial(fp8_linear, x, q, s, config=cfg) for q, s in ws],
-                 'mtp_lit_scaled_mm': [functools.partial(scaled_mm_linear, x, q, s, 'channel') for q, s in ws],
+                 'mtp_lit_scaled_mm': [functools.partial(scaled_mm_linear, x, q, s, 'per-channel') for q, s in ws],
                  'vllm_fp8': [functools.partial(vllm_fp8, q, s) for q, s in ws],
                  'bf16': [functools.partial(F.linear, x, w) for w in wb]}
             r = dict(kind='linear', name=name, N=N, K=K, M=M, fp8_bytes=N * K + 2 * M * K + 2 * M * N, bf16_bytes=2 * N * K + 2 * M * K + 2 * M * N)

@@ -67,7 +67,7 @@ def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, appl
     y = torch.where(valid[..., None], y.float(), 0.0)   # slots on another rank are never written
     return (y if apply_router_weight_on_input else y * w[..., None]).sum(1).to(x.dtype)
 
-MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always, as measured below
+MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always (the benchmarks page times both paths)
 
 def vllm_experts_ok(x, activation) -> bool:
     "Whether tokens `x` [T, H] take vLLM's fused-MoE path: CUDA, T >= MOE_VLLM_MIN_M (environment MTP_LIT_MOE_VLLM_MIN_M; 0: never), bf16/fp16, SiLU/GELU."

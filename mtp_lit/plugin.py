@@ -278,8 +278,8 @@ def draft_tensors(model_dir, config: dict) -> dict:
     from mtp_lit.inspect_ckpt import checkpoint_tensors
     from mtp_lit.layouts import draft_layout, is_draft_tensor
     try:
-        lay = draft_layout(config)
         tensors, _ = checkpoint_tensors(resolve_model_dir(model_dir))
+        lay = draft_layout(config, tensors)          # the layer naming and (where the config has no count) k from the weights
     except (ValueError, FileNotFoundError): return {}
     return {n: v for n, v in tensors.items() if is_draft_tensor(n, lay)}
 
@@ -292,7 +292,7 @@ def fp8_storage(b: 'DraftBuild') -> list:
     (`b.keep_unquantized`) but the checkpoint stores in FP8. Without a layout for the family (`fp8_storage_unknown`) an
     online plan is refused on a checkpoint that stores any quantized tensor."""
     from mtp_lit.layouts import draft_layout, classify_tensor, QUANT_DTYPES
-    try: lay, mods = draft_layout(b.config), {}
+    try: lay, mods = draft_layout(b.config, b.tensors), {}
     except ValueError: return fp8_storage_unknown(b)
     for name, (shape, dt) in b.tensors.items():
         t = classify_tensor(name, shape, dt, lay)
@@ -422,7 +422,7 @@ def inherited_quant_config(b: 'DraftBuild', qc, vllm_config=None, draft_cls=None
     from mtp_lit.layouts import remap_exclusions, find_gaps, apply_gap_fixes, draft_layout, EXCLUSION_KEYS
     qd, where = target_quant_dict(b, vllm_config)
     if not qd or not b.config: return qc
-    try: lay = draft_layout(b.config)
+    try: lay = draft_layout(b.config, b.tensors)
     except ValueError: return qc
     remapped = remap_exclusions(qd, lay)
     gaps = find_gaps(lay, qd, b.tensors)

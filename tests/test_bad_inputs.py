@@ -296,7 +296,11 @@ def test_unsupported_architecture_tools(root, corpus):
     cfg = json.loads((e / 'config.json').read_text())
     msg = r"config.json architectures=\['Ernie4_5_MoeForCausalLM'\] model_type=\['ernie4_5_moe'.*\]: not an MTP family mtp_lit knows"
     with pytest.raises(ValueError, match=msg): detect_family(cfg)
-    with pytest.raises(ValueError, match=msg): inspect_checkpoint(e)
+    r = inspect_checkpoint(e)             # inspect reports it: vLLM's own draft class, served by the plugin's generic path
+    assert (r['generic'], r['vllm_registry_key'], r['mtp_layers'], r['options']['fp8'], r['options']['window']) == (
+        True, 'ErnieMTPModel', 1, 'generic', 'generic')
+    assert r['options']['head'].startswith('refused: ') and r['mtp_lit'] == {'plan': 'inherit', 'options': 'nothing (vLLM unchanged)'}
+    assert r['draft_groups'] == {'model.mtp_block.0': 9, 'model.mtp_emb_norm.0': 1, 'model.mtp_hidden_norm.0': 1, 'model.mtp_linear_proj.0': 1}
     with pytest.raises(ValueError, match=msg): quantize(e, root / 'never', progress=False)
     with pytest.raises(ValueError, match=r"config.json model_type \['ernie4_5_moe'\]: no MTP draft layout known for a draft vocabulary"):
         build_draft_vocab(e, corpus, 1024, progress=False)

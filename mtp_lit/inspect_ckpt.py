@@ -11,7 +11,7 @@ __all__ = ['write_header_only', 'checkpoint_tensors', 'read_quant_config', 'make
 import argparse, dataclasses, json, math, sys, time, warnings
 from collections import Counter
 from pathlib import Path
-from .layouts import (weight_mtp_layers, detect_family, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
+from .layouts import (weight_mtp_layers, detect_family, draft_like_group, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
                              find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
 from .ckpt_io import INDEX, MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, write_checkpoint, write_safetensors
 
@@ -155,29 +155,17 @@ def vllm_draft_key(config: dict) -> tuple[str, int | None] | None:
     return key, k if isinstance(k, int) and not isinstance(k, bool) else None
 
 # %% ../nbs/03_inspect.ipynb #c7d2e9f1
-def _draft_group(name: str, n_layers) -> str | None:
-    "The group of a tensor whose name looks like a draft's: up to a component starting `mtp` (and its layer index), or `layers.{j}`, j >= N."
-    parts = name.split('.')
-    for j, x in enumerate(parts[:-1]):
-        if x.startswith('mtp'):
-            end = j + 1
-            while end < len(parts) - 1 and (parts[end] == 'layers' or parts[end].isdigit()): end += 1   # mtp.layers.0, mtp_layers.0
-            return '.'.join(parts[:end])
-        if x == 'layers' and parts[j + 1].isdigit() and isinstance(n_layers, int) and int(parts[j + 1]) >= n_layers:
-            return '.'.join(parts[:j + 2])
-    return None
-
 def generic_checkpoint(p, config: dict, tensors: dict | None, stats: dict, why: str) -> dict:
     """The report of a checkpoint whose family has no row in `mtp_lit.layouts.FAMILIES` (`why`: detect_family's message): vLLM's
     draft class and its MTP layer count (`vllm_draft_key`), what each mtp_lit option does for it (`mtp_lit.plugin.option_status`),
-    what the plugin makes of it, and the tensors whose names look like the draft's (`_draft_group`). Raises `ValueError` (`why`,
+    what the plugin makes of it, and the tensors whose names look like the draft's (`draft_like_group`). Raises `ValueError` (`why`,
     and that vLLM names no MTP draft either) when vLLM has no MTP draft class for it."""
     from mtp_lit.plugin import option_status, vllm_draft_class
     tc = text_config(config); hit = vllm_draft_key(config)
     if hit is None: raise ValueError(f"{why}; vLLM names no MTP draft class for it either (or vLLM could not be imported to ask)")
     (key, k), groups, dts = hit, Counter(), Counter()
     for n, (_, dt) in (tensors or {}).items():
-        g = _draft_group(n, tc.get('num_hidden_layers'))
+        g = draft_like_group(n, tc.get('num_hidden_layers'))
         if g: groups[g] += 1; dts[dt] += 1
     mod, cls = vllm_draft_class(key)
     return {'path': str(p), 'generic': True, 'config_only': tensors is None, 'family': None, 'vllm_draft': cls,

@@ -5,9 +5,10 @@
 # %% auto #0
 __all__ = ['DTYPE_BITS', 'FLOAT_DTYPES', 'QUANT_DTYPES', 'FAMILIES', 'EXCLUSION_KEYS', 'normalize_dtype', 'tensor_nbytes',
            'Family', 'text_config', 'detect_family', 'DraftLayout', 'draft_layout', 'mtp_layer_prefixes',
-           'weight_mtp_layers', 'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor', 'expert_layout',
-           'expert_layouts', 'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions', 'QuantScheme',
-           'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes', 'ue8m0_view']
+           'weight_mtp_layers', 'draft_like_group', 'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor',
+           'expert_layout', 'expert_layouts', 'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions',
+           'QuantScheme', 'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes',
+           'ue8m0_view']
 
 # %% ../nbs/02_layouts.ipynb #7295e234
 import copy, fnmatch, functools, math, re
@@ -239,6 +240,21 @@ def weight_mtp_layers(names, config) -> list[int]:
     the config's count."""
     lay = draft_layout(config, names)
     return _layer_indices(names, lay.layer_naming, lay.num_hidden_layers)
+
+# %% ../nbs/02_layouts.ipynb #b5c3d1e7
+def draft_like_group(name: str, num_hidden_layers) -> str | None:
+    """The draft-like group of checkpoint tensor `name`, for a draft class with no row in `FAMILIES`: the name up to a component
+    starting `mtp` and its layer index (`mtp.layers.0`, `model.mtp_block.0`, `model.mtp_layers.1`, `mtp`), or `….layers.{j}` for a
+    layer index j >= N = `num_hidden_layers` (a spec layer past the target's); None for any other name."""
+    parts = name.split('.')
+    for j, x in enumerate(parts[:-1]):
+        if x.startswith('mtp'):
+            end = j + 1
+            while end < len(parts) - 1 and (parts[end] == 'layers' or parts[end].isdigit()): end += 1
+            return '.'.join(parts[:end])
+        if x == 'layers' and parts[j + 1].isdigit() and isinstance(num_hidden_layers, int) and int(parts[j + 1]) >= num_hidden_layers:
+            return '.'.join(parts[:j + 2])
+    return None
 
 # %% ../nbs/02_layouts.ipynb #f73cec8e
 _DOT_SCALES = ('weight_scale_inv', 'weight_scale_2', 'weight_scale', 'input_scale', 'weight_global_scale', 'input_global_scale',

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 import torch
 from safetensors import safe_open
-from .layouts import text_config
+from .layouts import detect_family, draft_like_group, text_config
 from .inspect_ckpt import draft_read_bytes
 from .ckpt_io import (INDEX, VariantPlan, json_text, list_tensors, plan_rest, read_index, run_cli, st_order, tensor_entry,
                              write_variant)
@@ -193,17 +193,30 @@ def vocab_explorer(curve: torch.Tensor, hidden_size: int, head_bytes: float = 2,
 DRAFT_VOCAB_FILE = 'draft_vocab.safetensors'
 LEGACY_IDS_FILE = 'mtp_draft_vocab_ids.pt'
 
-def draft_vocab_tensor_names(config: dict) -> tuple:
-    """`(ids_name, rows_name)`: checkpoint tensor names of a draft vocabulary for this model family, placed where its vLLM
-    MTP draft module looks (see above). Raises `ValueError` for a model type without MTP support here."""
-    mt = {config.get('model_type'), text_config(config).get('model_type')}
-    if any(m and (m.startswith('qwen3_5') or m == 'qwen3_next') for m in mt):
-        return 'mtp.draft_vocab_ids', 'mtp.draft_lm_head.weight'
-    if mt & {'deepseek_v3', 'deepseek_v32', 'glm4_moe', 'glm4_moe_lite'}:
-        p = f"model.layers.{text_config(config)['num_hidden_layers']}.shared_head."
-        return p + 'draft_vocab_ids', p + 'draft_head.weight'
-    if 'mimo' in mt: return 'model.mtp_layers.0.draft_vocab_ids', 'model.mtp_layers.0.draft_lm_head.weight'
-    raise ValueError(f"config.json model_type {sorted(m for m in mt if m)}: no MTP draft layout known for a draft vocabulary")
+def draft_vocab_tensor_names(config: dict, names=None) -> tuple:
+    """`(ids_name, rows_name)`: checkpoint tensor names of a draft vocabulary, beside the draft's own tensors (so the target's
+    loader skips them as it skips the draft's, and mtp_lit takes them out of the draft's load): by the family's row of
+    `mtp_lit.layouts.FAMILIES` (`mtp.`,
+    `model.layers.{N}.shared_head.`, `model.mtp_layers.0.`); else, for a draft class with no row, in the first draft-like group
+    of the checkpoint tensor `names` (`layouts.draft_like_group`: `model.mtp_block.0.`, `model.layers.{N}.`): every reader has them. Raises `ValueError`
+    naming the config fields when none of these tells (no row, and no draft-like name among `names`)."""
+    n = text_config(config).get('num_hidden_layers')
+    try: fam = detect_family(config)
+    except ValueError as e:
+        groups = sorted({g for x in names or () if (g := draft_like_group(x, n))})
+        if not groups: raise ValueError(f"{e}; and no tensor name of the checkpoint looks like an MTP draft's, to place a draft "
+                                        "vocabulary beside") from None
+        return groups[0] + '.draft_vocab_ids', groups[0] + '.draft_lm_head.weight'
+    if fam.ckpt_globals: p = fam.ckpt_globals[0].rpartition('.')[0] + '.'          # Qwen: beside mtp.fc
+    else:
+        if '{n}' in fam.ckpt_layer and (isinstance(n, bool) or not isinstance(n, int)):
+            raise ValueError(f"config.json num_hidden_layers={n!r}: needed to place the draft vocabulary of a {fam.name} checkpoint")
+        p = fam.ckpt_layer.format(i=0, n=n) + '.' + (fam.head.rpartition('.')[0] + '.' if fam.head else '')   # beside shared_head.head
+    return p + 'draft_vocab_ids', p + ('draft_head.weight' if fam.head else 'draft_lm_head.weight')
+
+def _has_row(config: dict) -> bool:
+    try: detect_family(config); return True
+    except ValueError: return False
 
 def _st_open(path: Path):
     """`safe_open(path)` with errors that name the file: `FileNotFoundError` for a missing file (e.g. a shard the index
@@ -216,12 +229,10 @@ def _tensor_files(ckpt: Path) -> dict:
     "name -> file name of every tensor of checkpoint `ckpt` (`ckpt_io.list_tensors`: the index, checked against the headers)."
     return {n: fn for n, (fn, _) in list_tensors(ckpt)[0].items()}
 
-def _mtp_prefix(config: dict) -> str:
-    "Checkpoint prefix of the MTP draft's tensors for this family: `mtp.`, `model.layers.{N}.`, `model.mtp_layers.`."
-    ids_name, _ = draft_vocab_tensor_names(config)
+def _mtp_prefix(ids_name: str) -> str:
+    "Checkpoint prefix of the MTP draft's tensors, from the draft vocabulary's ids name: `mtp.`, `model.layers.{N}.`, `model.mtp_layers.0.`."
     if ids_name.startswith('mtp.'): return 'mtp.'
-    if ids_name.startswith('model.mtp_layers.'): return 'model.mtp_layers.'
-    return ids_name[:ids_name.index('shared_head.')]
+    return ids_name[:ids_name.index('shared_head.')] if 'shared_head.' in ids_name else ids_name.rpartition('.')[0] + '.'
 
 def lm_head_tensor(ckpt, config: dict) -> tuple:
     """`(tensor_name, file_name)` of the rows the draft head is sliced from: `lm_head.weight`, or the input embedding
@@ -289,11 +300,11 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     gen = json.loads((ckpt / 'generation_config.json').read_text()) if (ckpt / 'generation_config.json').exists() else None
     tc = text_config(config)
     V = int(tc['vocab_size'])
-    ids_name, rows_name = draft_vocab_tensor_names(config)
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
     names = _tensor_files(ckpt)
+    ids_name, rows_name = draft_vocab_tensor_names(config, names)
     stale = {n: f for n, f in names.items() if n in (ids_name, rows_name) and f != DRAFT_VOCAB_FILE}
-    pre = _mtp_prefix(config)
+    pre = _mtp_prefix(ids_name)
     if not any(n.startswith(pre) and n not in (ids_name, rows_name) for n in names):
         raise ValueError(f"{ckpt}: no MTP layer (no tensor under {pre!r}); a draft vocabulary serves an MTP draft, and this "
                          "checkpoint has none")
@@ -383,7 +394,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
         raise ValueError(f"config.json mtp_lit.draft_vocab_size={K} < vocab_size={V} but mtp_lit.draft_vocab_file is not set")
     path = ckpt / fname
     if not path.is_file(): raise FileNotFoundError(f"{path}: draft vocab file named by config.json mtp_lit.draft_vocab_file not found")
-    ids_name, rows_name = draft_vocab_tensor_names(config)
+    ids_name, rows_name = draft_vocab_tensor_names(config, None if _has_row(config) else _tensor_files(ckpt))
     with _st_open(path) as f:
         keys = set(f.keys())
         if ids_name not in keys: raise ValueError(f"{fname}: no tensor {ids_name!r} (has {sorted(keys)})")

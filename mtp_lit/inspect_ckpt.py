@@ -4,13 +4,14 @@
 
 # %% auto #0
 __all__ = ['write_header_only', 'checkpoint_tensors', 'read_quant_config', 'make_skeleton', 'draft_read_bytes',
-           'draft_step_bytes', 'inspect_checkpoint', 'format_report', 'inspect_cli']
+           'draft_step_bytes', 'vllm_draft_key', 'generic_checkpoint', 'inspect_checkpoint', 'format_report',
+           'inspect_cli']
 
 # %% ../nbs/03_inspect.ipynb #f7e8aa10
-import argparse, dataclasses, json, math, sys, time
+import argparse, dataclasses, json, math, sys, time, warnings
 from collections import Counter
 from pathlib import Path
-from .layouts import (weight_mtp_layers, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
+from .layouts import (weight_mtp_layers, detect_family, draft_like_group, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
                              find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
 from .ckpt_io import INDEX, MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, write_checkpoint, write_safetensors
 
@@ -130,32 +131,72 @@ def _plugin_view(p, registry_key: str) -> dict:
         return {'plan': draft_quant_plan(opts, mq).mode, 'options': opts.describe()}
     except ValueError as e: return {'error': str(e)}
 
-def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
-    """Describe the MTP draft of the checkpoint directory `path` from `config.json`, its quant config and the safetensors headers
-    (no tensor data read). Returns a JSON-serialisable dict (see `format_report`). Raises `FileNotFoundError` / `ValueError`
-    naming the file or field that is missing or malformed, `ValueError` for a config of no known MTP family. A directory with
-    `config.json` but no safetensors yet (a checkpoint not downloaded) is described from the config alone (`config_only`):
-    the draft's tensors are the ones the config implies, and dtypes and gaps are not checked. `mtp_lit` is what the plugin
-    will make of the draft with no environment variable set: the quantisation plan and options, or the error it will raise."""
-    t0 = time.perf_counter(); p = Path(path)
-    config = _read_json(p / 'config.json')
-    lay = draft_layout(config); fam = lay.family; tc = lay.config
+# %% ../nbs/03_inspect.ipynb #b3e1a7c4
+def vllm_draft_key(config: dict) -> tuple[str, int | None] | None:
+    """`(registry key, k)` of the MTP draft vLLM builds for the target `config` (a config.json dict): vLLM's own rewrite
+    (`SpeculativeConfig.hf_config_override`) on a plain `PretrainedConfig` of it, k its `n_predict` (None if unset). None when vLLM
+    cannot be imported, the rewrite fails on this config, or it names no MTP draft class of vLLM's registry."""
+    import copy, logging
+    try:
+        from transformers import PretrainedConfig
+        from vllm.config.speculative import SpeculativeConfig
+        from vllm import ModelRegistry
+    except Exception: return None
+    logging.getLogger('transformers').setLevel(logging.ERROR)
+    try:
+        c = PretrainedConfig(**copy.deepcopy(config)); c.model_type = config.get('model_type', '')
+        if isinstance(config.get('text_config'), dict):
+            c.text_config = PretrainedConfig(**copy.deepcopy(config['text_config'])); c.text_config.model_type = config['text_config'].get('model_type', '')
+        out = SpeculativeConfig.hf_config_override(c)
+        key = (out.architectures or [''])[0]
+    except Exception: return None
+    if 'MTP' not in key or key not in ModelRegistry.get_supported_archs(): return None
+    k = getattr(out, 'n_predict', None)
+    return key, k if isinstance(k, int) and not isinstance(k, bool) else None
+
+# %% ../nbs/03_inspect.ipynb #c7d2e9f1
+def generic_checkpoint(p, config: dict, tensors: dict | None, stats: dict, why: str) -> dict:
+    """The report of a checkpoint whose family has no row in `mtp_lit.layouts.FAMILIES` (`why`: detect_family's message): vLLM's
+    draft class and its MTP layer count (`vllm_draft_key`), what each mtp_lit option does for it (`mtp_lit.plugin.option_status`),
+    what the plugin makes of it, and the tensors whose names look like the draft's (`draft_like_group`). Raises `ValueError` (`why`,
+    and that vLLM names no MTP draft either) when vLLM has no MTP draft class for it."""
+    from mtp_lit.plugin import option_status, vllm_draft_class
+    tc = text_config(config); hit = vllm_draft_key(config)
+    if hit is None: raise ValueError(f"{why}; vLLM names no MTP draft class for it either (or vLLM could not be imported to ask)")
+    (key, k), groups, dts = hit, Counter(), Counter()
+    for n, (_, dt) in (tensors or {}).items():
+        g = draft_like_group(n, tc.get('num_hidden_layers'))
+        if g: groups[g] += 1; dts[dt] += 1
+    mod, cls = vllm_draft_class(key)
+    return {'path': str(p), 'generic': True, 'config_only': tensors is None, 'family': None, 'vllm_draft': cls,
+            'vllm_registry_key': key, 'vllm_file': mod, 'num_hidden_layers': tc.get('num_hidden_layers'), 'mtp_layers': k,
+            'options': option_status(key), 'mtp_lit': _plugin_view(p, key), 'draft_groups': dict(sorted(groups.items())),
+            'dtypes': dict(dts.most_common()), 'gaps': [], 'warnings': [], 'read': stats}
+
+# %% ../nbs/03_inspect.ipynb #d4a8b6e3
+def _count_note(lay, in_weights) -> tuple[str, str | None]:
+    "(where k came from, a note when the config and the weights disagree or the config states no count) for `inspect_checkpoint`."
+    fam, src, kw = lay.family, lay.count_source, (max(in_weights) + 1) if in_weights else None
+    keys, d = '/'.join(fam.count_keys), fam.count_default
+    if src in fam.count_keys:
+        return src, (f"config.json {src}={lay.num_mtp_layers} (what vLLM builds), but the weights hold {kw} MTP layers"
+                     if kw and kw != lay.num_mtp_layers else None)
+    if src == 'assumed': return 'assumed 1', f"config.json has no {keys} and vLLM's {fam.draft_class} has no default: 1 MTP layer assumed"
+    if src == 'default': return f'default {d}', None
+    stated = next((k for k in fam.count_keys if lay.config.get(k) is not None), None)   # 'weights': no count, or a count of 0
+    if stated: return 'from the weights', f"config.json {stated}=0 (vLLM builds no draft), but the weights hold {kw} MTP layers"
+    if kw == d: return f'default {d}', None
+    built = f"vLLM builds {d} MTP layer(s) (its default)" if d is not None else f"vLLM's {fam.draft_class} has no default and needs it"
+    return 'from the weights', (f"config.json has no {keys}: {built}, the weights hold {kw} ({lay.ckpt_prefix(0)} .. "
+                                f"{lay.ckpt_prefix(kw - 1)}); set {fam.count_keys[0]}={kw} to draft with all of them")
+
+# %% ../nbs/03_inspect.ipynb #e9f3c1a5
+def _describe(p, config, lay, tensors, draft_vocab) -> dict:
+    "The `inspect_checkpoint` report of the draft `lay` of checkpoint `p`; `tensors` None: config only."
+    fam, tc, config_only = lay.family, lay.config, tensors is None
     qc, qsrc = read_quant_config(p, config)
-    try: tensors, stats = checkpoint_tensors(p)
-    except FileNotFoundError:
-        if list(p.glob('*.safetensors')) or (p / INDEX).exists(): raise
-        tensors = {**_target_tensors(config), **{w['name']: (tuple(w['shape']), w['dtype']) for w in synth_mtp_weights(lay)}}
-        stats = {'files': 0, 'tensors': 0, 'header_bytes': 0, 'data_bytes': 0}
-    config_only = stats['files'] == 0
-    in_weights, key = [] if config_only else weight_mtp_layers(tensors, lay), next((k for k in fam.count_keys if tc.get(k) is not None), None)
-    note = None
-    if in_weights and max(in_weights) + 1 != lay.num_mtp_layers:
-        kw = max(in_weights) + 1
-        if key is None:   # the config states no count: describe what the weights hold
-            note = (f"config.json has no {'/'.join(fam.count_keys)}: vLLM builds {lay.num_mtp_layers} MTP layer(s) (its default), the weights "
-                    f"hold {kw} ({lay.ckpt_prefix(0)} .. {lay.ckpt_prefix(kw - 1)}); set {fam.count_keys[0]}={kw} to draft with all of them")
-            lay = dataclasses.replace(lay, num_mtp_layers=kw)
-        else: note = f"config.json {key}={lay.num_mtp_layers} (what vLLM builds), but the weights hold {kw} MTP layers"
+    if config_only: tensors = {**_target_tensors(config), **{w['name']: (tuple(w['shape']), w['dtype']) for w in synth_mtp_weights(lay, _strict=False)}}
+    count_key, note = _count_note(lay, [] if config_only else weight_mtp_layers(tensors, lay))
     infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if is_draft_tensor(n, lay)]
     qs = quant_scheme(qc); qr = remap_exclusions(qc, lay)
     gaps = [] if config_only else find_gaps(lay, qc, tensors); fixed = apply_gap_fixes(qr, gaps)
@@ -165,32 +206,50 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
         a0, w0 = module_quant(m, qr, lay); a1, w1 = module_quant(m, fixed, lay)
         mods.append({'module': m.vllm, 'kind': m.kind, 'role': m.role, 'checkpoint': sorted({t.module for t in ws})[:3] or list(m.shards[:1]),
                      'stored': ['?'] if config_only else sorted({t.dtype for t in ws}), 'quant': a0, 'why': w0, 'quant_fixed': a1, 'why_fixed': w1})
-    layers = []
-    for i in range(lay.num_mtp_layers):
-        layers.append({'index': i, 'checkpoint': lay.ckpt_prefix(i), 'tensors': sum(t.mtp_index == i for t in infos),
-                       'vllm_params': lay.param_prefix(i), 'vllm_quant_prefix': lay.quant_prefix(i)})
-    tied = bool(tc.get('tie_word_embeddings', False))
+    layers = [{'index': i, 'checkpoint': lay.ckpt_prefix(i), 'tensors': sum(t.mtp_index == i for t in infos), 'vllm_params': lay.param_prefix(i),
+               'vllm_quant_prefix': lay.quant_prefix(i)} for i in range(lay.num_mtp_layers)]
+    in_w = weight_mtp_layers(tensors, lay) if not config_only else []
     head = 'lm_head.weight' if 'lm_head.weight' in tensors else next((n for n in tensors if n.endswith('embed_tokens.weight') and not is_draft_tensor(n, lay)), None)
+    try: step = draft_step_bytes(lay, draft_vocab)
+    except (ValueError, KeyError, TypeError) as e: step = None; warnings.warn(f"bytes per draft step not computed: {e}")
     return {
-        'path': str(p), 'config_only': config_only, 'mtp_lit': _plugin_view(p, fam.registry_key), 'family': fam.name, 'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file,
-        'num_hidden_layers': lay.num_hidden_layers, 'mtp_layers': lay.num_mtp_layers,
-        'mtp_count_key': key or ('from the weights' if note else f'default {fam.count_default}'), 'mtp_layers_in_weights': (max(in_weights) + 1) if in_weights else None,
-        'mtp_layers_note': note,
-        'layers': layers, 'draft_globals': sorted({t.module for t in infos if t.mtp_index is None}),
-        'draft_tensors': len(infos), 'expert_layout': {str(k): v for k, v in expert_layouts(tensors, lay).items()},
-        'num_experts': lay.num_experts if lay.is_moe(0) else None, 'dtypes': dict(Counter(t.dtype for t in infos).most_common()),
-        'tie_word_embeddings': tied, 'has_lm_head': 'lm_head.weight' in tensors, 'head': head,
+        'path': str(p), 'generic': False, 'config_only': config_only, 'mtp_lit': _plugin_view(p, fam.registry_key), 'family': fam.name,
+        'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file, 'num_hidden_layers': lay.num_hidden_layers,
+        'mtp_layers': lay.num_mtp_layers, 'mtp_count_key': count_key, 'mtp_layers_in_weights': (max(in_w) + 1) if in_w else None, 'mtp_layers_note': note,
+        'layers': layers, 'draft_globals': sorted({t.module for t in infos if t.mtp_index is None}), 'draft_tensors': len(infos),
+        'expert_layout': {str(k): v for k, v in expert_layouts(tensors, lay).items()}, 'num_experts': lay.num_experts if lay.is_moe(0) else None,
+        'dtypes': dict(Counter(t.dtype for t in infos).most_common()), 'tie_word_embeddings': bool(tc.get('tie_word_embeddings', False)),
+        'has_lm_head': 'lm_head.weight' in tensors, 'head': head,
         'quant': None if qs is None else {'source': qsrc, 'method': qs.method, 'algo': qs.algo, 'describe': qs.describe(), 'kv_cache': qs.kv_cache},
-        'modules': mods, 'gaps': [g.__dict__ for g in gaps],
-        'bytes_per_draft_step': draft_step_bytes(lay, draft_vocab),
-        'read': {**stats, 'seconds': round(time.perf_counter() - t0, 4)},
-    }
+        'modules': mods, 'gaps': [g.__dict__ for g in gaps], 'bytes_per_draft_step': step}
+
+# %% ../nbs/03_inspect.ipynb #f2b7d4c8
+def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
+    """Describe the MTP draft of the checkpoint directory `path` from `config.json`, its quant config and the safetensors headers
+    (no tensor data read). Returns a JSON-serialisable dict (see `format_report`). Raises `FileNotFoundError` / `ValueError`
+    naming the file or field that is missing or malformed, and `ValueError` for a config vLLM serves no MTP draft for. A config of
+    no family of `mtp_lit.layouts` that vLLM drafts for is reported by `generic_checkpoint`. A directory with `config.json` but no
+    safetensors yet (a checkpoint not downloaded) is described from the config alone (`config_only`): the draft's tensors are
+    the ones the config implies, and dtypes and gaps are not checked. The MTP layers are read from the weights where the config
+    states no count (`_count_note`); what cannot be told is a warning (`warnings`), never a refusal. `mtp_lit` is what the plugin
+    will make of the draft with no environment variable set: the quantisation plan and options, or the error it will raise."""
+    t0 = time.perf_counter(); p = Path(path)
+    config = _read_json(p / 'config.json')
+    try: tensors, stats = checkpoint_tensors(p)
+    except FileNotFoundError:
+        if list(p.glob('*.safetensors')) or (p / INDEX).exists(): raise
+        tensors, stats = None, {'files': 0, 'tensors': 0, 'header_bytes': 0, 'data_bytes': 0}
+    try: detect_family(config)
+    except ValueError as e: return {**generic_checkpoint(p, config, tensors, stats, str(e)), 'read': {**stats, 'seconds': round(time.perf_counter() - t0, 4)}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        lay = draft_layout(config, tensors); r = _describe(p, config, lay, tensors, draft_vocab)
+    return {**r, 'warnings': list(dict.fromkeys(str(w.message) for w in caught)), 'read': {**stats, 'seconds': round(time.perf_counter() - t0, 4)}}
 
 # %% ../nbs/03_inspect.ipynb #5bb1ebfd
 def _mb(b): return f'{b / 1e6:,.1f} MB' if b < 1e9 else f'{b / 1e9:,.2f} GB'
 
-def format_report(r: dict) -> str:
-    "The human-readable report of an `inspect_checkpoint` result."
+def _read_line(r):
     rd, out = r['read'], []
     if r['config_only']:
         out.append(f"checkpoint   {r['path']}  (config.json only, no safetensors yet: the draft as the config describes it; "
@@ -198,9 +257,28 @@ def format_report(r: dict) -> str:
     else:
         out.append(f"checkpoint   {r['path']}  ({rd['files']} safetensors files, {rd['tensors']:,} tensors, {_mb(rd['data_bytes'])} of data; "
                    f"read {rd['header_bytes']:,} header bytes in {rd['seconds'] * 1e3:.0f} ms)")
+    return out
+
+def _generic_report(r):
+    out = _read_line(r)
+    out.append(f"family       none in mtp_lit's table  ->  vLLM {r['vllm_draft']} ({r['vllm_registry_key']}, {r['vllm_file']}): the generic path")
+    out.append(f"MTP layers   {r['mtp_layers'] if r['mtp_layers'] is not None else '?'} (vLLM's n_predict), after N = {r['num_hidden_layers']} target layers; "
+               "layout unknown to mtp_lit: the draft's tensors are not classified, no gap is checked")
+    for g, n in r['draft_groups'].items(): out.append(f"  draft?     {g}.* ({n} tensors)")
+    if not r['config_only']: out.append('dtypes       ' + (', '.join(f'{k} {v}' for k, v in r['dtypes'].items()) or '-'))
+    out.append('options      ' + '; '.join(f"{o}: {s}" for o, s in r['options'].items()))
+    v = r['mtp_lit']
+    out.append('mtp_lit      ' + (f"error: {v['error']} (the plugin refuses to build this draft)" if 'error' in v else f"plan {v['plan']}; options: {v['options']}"))
+    return '\n'.join(out)
+
+def format_report(r: dict) -> str:
+    "The human-readable report of an `inspect_checkpoint` result."
+    if r.get('generic'): return _generic_report(r)
+    out = _read_line(r)
     out.append(f"family       {r['family']}  ->  vLLM {r['vllm_draft']} ({r['vllm_registry_key']}, {r['vllm_file']})")
     out.append(f"MTP layers   {r['mtp_layers']} ({r['mtp_count_key']}), after N = {r['num_hidden_layers']} target layers; {r['draft_tensors']} draft tensors")
     if r.get('mtp_layers_note'): out.append(f"  note       {r['mtp_layers_note']}")
+    for w in r.get('warnings') or []: out.append(f"  warning    {w}")
     for l in r['layers']:
         out.append(f"  layer {l['index']}    {l['checkpoint']}.* ({l['tensors']} tensors) -> vLLM params {l['vllm_params']}, quant prefix {l['vllm_quant_prefix']}")
     if r['draft_globals']: out.append(f"  outside    {', '.join(r['draft_globals'])}")
@@ -221,6 +299,7 @@ def format_report(r: dict) -> str:
     out.append(f"gaps         {'not checked (no weights)' if r['config_only'] else len(r['gaps']) or 'none'}")
     for g in r['gaps']: out.append(f"  [{g['kind']}] {g['tensor']}: {g['detail']}\n      fix: {g['fix']}")
     b = r['bytes_per_draft_step']
+    if b is None: return '\n'.join(out + ['bytes per draft step: not computed (see the warning)'])
     out.append(f"bytes per draft step (batch 1, one MTP layer" + (f", {b['experts_read']} experts" if b['experts_read'] else '') + f"; V={b['vocab']:,}, H={b['hidden']:,})")
     out.append(f"  BF16 draft                         {_mb(b['bf16']):>10}")
     out.append(f"  FP8 draft, BF16 head               {_mb(b['fp8']):>10}")

@@ -5,12 +5,13 @@
 # %% auto #0
 __all__ = ['DTYPE_BITS', 'FLOAT_DTYPES', 'QUANT_DTYPES', 'FAMILIES', 'EXCLUSION_KEYS', 'normalize_dtype', 'tensor_nbytes',
            'Family', 'text_config', 'detect_family', 'DraftLayout', 'draft_layout', 'mtp_layer_prefixes',
-           'weight_mtp_layers', 'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor', 'expert_layout',
-           'expert_layouts', 'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions', 'QuantScheme',
-           'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes', 'ue8m0_view']
+           'weight_mtp_layers', 'draft_like_group', 'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor',
+           'expert_layout', 'expert_layouts', 'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions',
+           'QuantScheme', 'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes',
+           'ue8m0_view']
 
 # %% ../nbs/02_layouts.ipynb #7295e234
-import copy, fnmatch, math, re
+import copy, fnmatch, functools, math, re
 from dataclasses import dataclass, field, replace
 
 # %% ../nbs/02_layouts.ipynb #20f9d335
@@ -51,7 +52,7 @@ class Family:
     registry_key: str      # architecture vLLM's hf_config_override writes (the ModelRegistry key)
     vllm_file: str
     count_keys: tuple      # config keys holding the MTP layer count k, first found wins
-    count_default: int | None  # vLLM's default when no key is present; None: the key is required
+    count_default: int | None  # what vLLM builds when no key is present (its getattr default, or the HF config class's); None: none
     ckpt_layer: str        # checkpoint prefix of MTP layer i; {i} = MTP index, {n} = N + i (N = num_hidden_layers)
     ckpt_globals: tuple    # checkpoint modules of the draft outside its layers
     param_layer: str       # vLLM parameter path of layer i's decoder block
@@ -67,6 +68,7 @@ class Family:
     head_quant: str        # quant prefix of the draft's head module (relative to quant_layer, or absolute 'lm_head')
     extended: bool = True  # a `mtp_lit.plugin.DRAFTS` row (served end to end); False: the plugin's generic path, with this row's layout
     attn_config: str = ''  # prefix of the config fields vLLM builds the MTP layer's attention from ('swa_': MiMo-V2's sliding-window ones)
+    ckpt_alt: tuple = ()   # other layer prefixes vLLM's loader accepts for layer i (HY V4 also takes `model.layers.{n}`)
 
     @property
     def vllm_module(self) -> str:   # vllm_file: a file of vllm/model_executor/models, or a package path (vLLM 0.32's vllm.models.*)
@@ -94,9 +96,9 @@ FAMILIES = (
     Family('qwen3_next', ('qwen3_next', 'qwen3_next_mtp'), ('Qwen3NextForCausalLM', 'Qwen3NextMTP'), 'Qwen3NextMTP', 'Qwen3NextMTP',
            **{**_Q35, 'vllm_file': 'qwen3_next_mtp.py', 'count_keys': ('num_nextn_predict_layers',)}, moe='always', shared_expert='shared_expert'),
     Family('deepseek_v3', ('deepseek_v3', 'deepseek_mtp'), ('DeepseekV3ForCausalLM', 'DeepSeekMTPModel'), 'DeepSeekMTP', 'DeepSeekMTPModel',
-           'deepseek_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='mla', **_DS),
+           'deepseek_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='mla', **{**_DS, 'count_default': 1}),
     Family('glm4_moe', ('glm4_moe', 'glm4_moe_mtp'), ('Glm4MoeForCausalLM', 'Glm4MoeMTPModel'), 'Glm4MoeMTP', 'Glm4MoeMTPModel',
-           'glm4_moe_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='qkv', **_DS),
+           'glm4_moe_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='qkv', **{**_DS, 'count_default': 1}),
     Family('glm4_moe_lite', ('glm4_moe_lite', 'glm4_moe_lite_mtp'), ('Glm4MoeLiteForCausalLM', 'Glm4MoeLiteMTPModel'), 'Glm4MoeLiteMTP',
            'Glm4MoeLiteMTPModel', 'glm4_moe_lite_mtp.py', param_layer='model.layers.{n}.mtp_block', quant_layer='model.layers.{n}',
            draft_config_zeroes_n=True, attn='mla', **_DS),
@@ -105,7 +107,7 @@ FAMILIES = (
            quant_layer='model.layers.{n}', draft_config_zeroes_n=False, attn='mla', extended=False, **_DS),
     Family('hy_v4', ('hy_v4', 'hy_v4_mtp'), ('HYV4ForCausalLM', 'HYV4MTPModel'), 'HYV4MTP', 'HYV4MTPModel', 'vllm.models.hy_v4',
            ('num_nextn_predict_layers',), 1, 'model.mtp_layers.{i}', (), 'model.layers.{n}.mtp_block', 'model.layers.{n}', False,
-           'eh_proj', False, 'mla', 'layer_types', 'shared_experts', '', 'lm_head', extended=False),
+           'eh_proj', False, 'mla', 'layer_types', 'shared_experts', '', 'lm_head', extended=False, ckpt_alt=('model.layers.{n}',)),
     Family('mimo', ('mimo', 'mimo_mtp'), ('MiMoForCausalLM', 'MiMoMTPModel'), 'MiMoMTP', 'MiMoMTPModel', 'mimo_mtp.py',
            ('num_nextn_predict_layers',), None, 'model.mtp_layers.{i}', (), 'model.mtp_layers.{n}.mtp_block', 'model.layers.{n}', True,
            'input_proj', False, 'qkv', 'never', '', '', 'lm_head'),
@@ -156,10 +158,14 @@ class DraftLayout:
     moe_layer_freq: int = 1
     q_lora_rank: int | None = None
     config: dict = field(default_factory=dict, compare=False, repr=False)   # the merged text config
+    ckpt_layer: str = ''     # the layer prefix the weights use (one of the family's); '' = `family.ckpt_layer`
+    count_source: str = ''   # where k came from: a config key, 'default' (vLLM's), 'weights', 'assumed' (1, with a warning)
 
+    @property
+    def layer_naming(self) -> str: return self.ckpt_layer or self.family.ckpt_layer
     def ckpt_prefix(self, i: int) -> str:
         "Checkpoint prefix of MTP layer `i` (no trailing dot), e.g. `mtp.layers.0`, `model.layers.61`."
-        return self.family.ckpt_layer.format(i=i, n=self.num_hidden_layers + i)
+        return self.layer_naming.format(i=i, n=self.num_hidden_layers + i)
     def quant_prefix(self, i: int) -> str:
         "Prefix vLLM passes to the quant config for MTP layer `i`'s modules, e.g. `mtp.layers.0`, `model.layers.36` (MiMo-7B)."
         return self.family.quant_layer.format(i=i, n=self.num_hidden_layers + i)
@@ -177,25 +183,51 @@ class DraftLayout:
             return (t[n] if n < len(t) else t[-1]) == 'sparse'
         return n >= self.first_k_dense and n % self.moe_layer_freq == 0
 
-def draft_layout(config) -> DraftLayout:
+# %% ../nbs/02_layouts.ipynb #a1c0b7e2
+@functools.lru_cache(maxsize=64)
+def _layer_pattern(naming):
+    "Regex of the layer prefix template `naming` ({i} or {n}), groups `i`/`n` and `rest`; `model.layers.{n}` also matches `model.language_model.layers.` and `layers.`."
+    if naming == 'model.layers.{n}': return re.compile(r'^(?:model\.(?:language_model\.)?)?layers\.(?P<n>\d+)\.(?P<rest>.+)$')
+    return re.compile('^' + re.escape(naming).replace(re.escape('{i}'), r'(?P<i>\d+)').replace(re.escape('{n}'), r'(?P<n>\d+)') + r'\.(?P<rest>.+)$')
+
+def _layer_indices(names, naming, n):
+    "The MTP indices i >= 0 (sorted) of `names` under the layer prefix template `naming`, N = `n`."
+    pat, found = _layer_pattern(naming), set()
+    for name in names:
+        m = pat.match(name)
+        if m: found.add(int(m['i']) if 'i' in pat.groupindex else int(m['n']) - n)
+    return sorted(i for i in found if i >= 0)
+
+def draft_layout(config, names=None) -> DraftLayout:
     """The `DraftLayout` of a checkpoint `config.json` dict (a `DraftLayout` is returned as is).
-    Raises `ValueError` naming the field when `num_hidden_layers` or the MTP layer count is missing or not a positive
-    integer, and for a vLLM-rewritten draft config whose `num_hidden_layers` was zeroed (MiMo, GLM-4.x-Flash)."""
+    `names`: the checkpoint's tensor names, optional; with them the layer prefix the weights use is chosen among the family's
+    (`ckpt_layer`, `ckpt_alt`) and, where the config states no MTP layer count (or 0), k is the number of layers the weights hold.
+    Otherwise a missing count is vLLM's default, or 1 with a warning where vLLM has none. Raises `ValueError` naming the field when
+    `num_hidden_layers` or a stated count is not a non-negative integer, for a count of 0 with no MTP layer in `names`, and for a
+    vLLM-rewritten draft config whose `num_hidden_layers` was zeroed (MiMo, GLM-4.x-Flash)."""
+    import warnings
     if isinstance(config, DraftLayout): return config
     fam, tc = detect_family(config), text_config(config)
     n = _int_field(tc, 'num_hidden_layers', 'N, the number of target decoder layers')
     if fam.draft_config_zeroes_n and tc.get('model_type', '').endswith('_mtp'):
         raise ValueError(f"config.json model_type={tc['model_type']!r}: this is vLLM's rewritten draft config (num_hidden_layers zeroed); "
                          "pass the checkpoint's own config.json")
+    found = {nm: _layer_indices(names, nm, n) for nm in (fam.ckpt_layer, *fam.ckpt_alt)} if names is not None else {}
+    naming = next((nm for nm, ix in found.items() if ix), fam.ckpt_layer)
+    kw = max(found[naming]) + 1 if found.get(naming) else 0          # MTP layers the weights hold
     key = next((k for k in fam.count_keys if tc.get(k) is not None), None)
-    if key is None and fam.count_default is None:
-        raise ValueError(f"config.json has no {'/'.join(fam.count_keys)}: the number of MTP layers of a {fam.name} checkpoint "
-                         f"(vLLM's {fam.draft_class} requires it)")
-    k = fam.count_default if key is None else _int_field(tc, key, 'the number of MTP layers')
-    if k < 1: raise ValueError(f"config.json {key}={k}: the checkpoint has no MTP layer, nothing to draft with")
+    k, src = (_int_field(tc, key, 'the number of MTP layers'), key) if key else (kw, 'weights') if kw else (fam.count_default, 'default')
+    if k == 0 and key:
+        if not kw: raise ValueError(f"config.json {key}=0: the checkpoint has no MTP layer, nothing to draft with")
+        warnings.warn(f"config.json {key}=0, but the weights hold {kw} MTP layer(s) under {naming.format(i=0, n=n)}: using {kw}")
+        k, src = kw, 'weights'
+    if k is None:
+        warnings.warn(f"config.json has no {'/'.join(fam.count_keys)} and vLLM's {fam.draft_class} has no default: assuming 1 MTP layer "
+                      "(pass the checkpoint's tensor names to count them from the weights)")
+        k, src = 1, 'assumed'
     e = tc.get('num_experts') or tc.get('n_routed_experts') or None
-    return DraftLayout(fam, n, k, e, tc.get('num_experts_per_tok'), tc.get('first_k_dense_replace') or 0,
-                       tc.get('moe_layer_freq') or 1, tc.get('q_lora_rank'), tc)
+    return DraftLayout(fam, n, k, e, tc.get('num_experts_per_tok'), tc.get('first_k_dense_replace') or 0, tc.get('moe_layer_freq') or 1,
+                       tc.get('q_lora_rank'), tc, '' if naming == fam.ckpt_layer else naming, src)
 
 def mtp_layer_prefixes(config) -> list[str]:
     "Checkpoint prefixes of the k MTP layers (no trailing dot): `['mtp.layers.0']`, `['model.layers.61']`, `['model.mtp_layers.0']`."
@@ -203,19 +235,26 @@ def mtp_layer_prefixes(config) -> list[str]:
     return [lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)]
 
 def weight_mtp_layers(names, config) -> list[int]:
-    """The MTP layer indices i (sorted) that the checkpoint tensor `names` hold for the family of `config` (dict or
-    `DraftLayout`): names under its layer prefix (`mtp.layers.{i}`, `model.layers.{N+i}`, `model.mtp_layers.{i}`), read
-    from the weights, not from the config's count."""
-    lay = draft_layout(config)
-    pat = re.compile('^' + re.escape(lay.family.ckpt_layer).replace(r'\{i\}', r'(?P<i>\d+)').replace(r'\{n\}', r'(?P<n>\d+)') + r'\.')
-    found = set()
-    for name in names:
-        m = pat.match(name)
-        if m is None: continue
-        i = int(m['i']) if m.groupdict().get('i') is not None else int(m['n']) - lay.num_hidden_layers
-        if i >= 0: found.add(i)
-    return sorted(found)
+    """The MTP layer indices i (sorted) that the checkpoint tensor `names` hold for the family of `config` (dict or `DraftLayout`):
+    names under its layer prefix (`mtp.layers.{i}`, `model.layers.{N+i}`, `model.mtp_layers.{i}`), read from the weights, not from
+    the config's count."""
+    lay = draft_layout(config, names)
+    return _layer_indices(names, lay.layer_naming, lay.num_hidden_layers)
 
+# %% ../nbs/02_layouts.ipynb #b5c3d1e7
+def draft_like_group(name: str, num_hidden_layers) -> str | None:
+    """The draft-like group of checkpoint tensor `name`, for a draft class with no row in `FAMILIES`: the name up to a component
+    starting `mtp` and its layer index (`mtp.layers.0`, `model.mtp_block.0`, `model.mtp_layers.1`, `mtp`), or `….layers.{j}` for a
+    layer index j >= N = `num_hidden_layers` (a spec layer past the target's); None for any other name."""
+    parts = name.split('.')
+    for j, x in enumerate(parts[:-1]):
+        if x.startswith('mtp'):
+            end = j + 1
+            while end < len(parts) - 1 and (parts[end] == 'layers' or parts[end].isdigit()): end += 1
+            return '.'.join(parts[:end])
+        if x == 'layers' and parts[j + 1].isdigit() and isinstance(num_hidden_layers, int) and int(parts[j + 1]) >= num_hidden_layers:
+            return '.'.join(parts[:j + 2])
+    return None
 
 # %% ../nbs/02_layouts.ipynb #f73cec8e
 _DOT_SCALES = ('weight_scale_inv', 'weight_scale_2', 'weight_scale', 'input_scale', 'weight_global_scale', 'input_global_scale',
@@ -269,17 +308,12 @@ class TensorInfo:
     module: str | None = None        # checkpoint module (name without its parameter / scale suffix)
     vllm_module: str | None = None   # quant prefix of the vLLM draft module that loads it
 
-def _layer_re(lay):
-    f = lay.family
-    if f.ckpt_layer == 'model.layers.{n}': return re.compile(r'^(?:model\.(?:language_model\.)?)?layers\.(\d+)\.(.+)$')
-    return re.compile('^' + re.escape(f.ckpt_layer).replace(re.escape('{i}'), r'(\d+)') + r'\.(.+)$')
-
 def _locate(name, lay):
     "(mtp_index | None, relative name) of a draft tensor, else None."
-    m = _layer_re(lay).match(name)
+    m = _layer_pattern(lay.layer_naming).match(name)
     if m:
-        idx = int(m[1]) - (lay.num_hidden_layers if lay.family.ckpt_layer == 'model.layers.{n}' else 0)
-        return (idx, m[2]) if 0 <= idx < lay.num_mtp_layers else None
+        idx = int(m['i']) if 'i' in m.re.groupindex else int(m['n']) - lay.num_hidden_layers
+        return (idx, m['rest']) if 0 <= idx < lay.num_mtp_layers else None
     if lay.family.ckpt_globals and name.startswith('mtp.') and not name.startswith('mtp.layers.'): return None, name[4:]
     return None
 
@@ -356,7 +390,7 @@ def expert_layout(names) -> str | None:
 
 def expert_layouts(names, config) -> dict[int, str | None]:
     "Expert layout of each MTP layer i < k of `config`, from the checkpoint tensor `names`: `{0: 'split'}`."
-    lay, by = draft_layout(config), {i: [] for i in range(draft_layout(config).num_mtp_layers)}
+    lay = draft_layout(config, names); by = {i: [] for i in range(lay.num_mtp_layers)}
     for n in names:
         loc = _locate(n, lay)
         if loc and loc[0] is not None: by[loc[0]].append(n)
@@ -726,9 +760,9 @@ def _is_weight(t):
 
 def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
     """Gaps between the draft tensors stored in a checkpoint and what `quant_config` (remapped here with `remap_exclusions`) makes
-    vLLM build, for `config` (config.json dict or `DraftLayout`). `tensors`: {name: (shape, dtype)} of the checkpoint (all of it or
+    vLLM build, for `config` (config.json dict, read with the tensor names by `draft_layout`, or `DraftLayout`). `tensors`: {name: (shape, dtype)} of the checkpoint (all of it or
     just the draft; non-draft names are ignored); an empty dict checks the config alone. Returns `Gap`s in checkpoint order."""
-    lay = draft_layout(config); fam = lay.family
+    lay = draft_layout(config, tensors); fam = lay.family
     q = remap_exclusions(quant_config, lay); qs = quant_scheme(q)
     infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if _locate(n, lay) is not None]
     gaps = []
@@ -747,9 +781,10 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
     by_w = {t.name: t for t in infos if not t.is_scale}
     scales = {}
     for t in infos:
-        if t.is_scale:
-            scales.setdefault(t.scale_of, []).append(t)
-            if t.scale_kind not in ('k_scale', 'v_scale', 'q_scale', 'kv_scale') and t.scale_of not in by_w:
+        if t.is_scale:   # a fused expert tensor is stored bare (`experts.gate_up_proj`) or as `experts.gate_up_proj.weight`
+            w = t.scale_of if t.scale_of in by_w or t.scale_of + '.weight' not in by_w else t.scale_of + '.weight'
+            scales.setdefault(w, []).append(t)
+            if t.scale_kind not in ('k_scale', 'v_scale', 'q_scale', 'kv_scale') and w not in by_w:
                 gaps.append(Gap('orphan_scale', t.name, f'scale of {t.scale_of}, which the checkpoint lacks', 'refuse to load: the weight is missing', t.vllm_module))
     mods = {m.vllm: m for m in draft_modules(lay)}
     groups = {}

@@ -137,7 +137,9 @@ def _main(cases_json, out_json):
             m = load_draft(model, k, env, *ea)
             r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None, 'nonfinite': _nonfinite(m),
                  'fp8': sorted(n for n, p in m.named_parameters() if p.dtype == torch.float8_e4m3fn),
-                 'windows': sorted({a.sliding_window for a in m.modules() if type(a).__name__ == 'Attention'}, key=str)}
+                 'windows': sorted({a.sliding_window for a in m.modules() if type(a).__name__ == 'Attention'}, key=str),
+                 'head': list(m.draft_lm_head.weight.shape) if hasattr(m, 'draft_lm_head') else None,
+                 'logits': sorted({type(x).__name__ for x in m.modules() if type(x).__name__.endswith('Logits') or 'LogitsProcessor' in type(x).__name__})}
         except Exception as e:
             r = {'loaded': False, 'class': None, 'error': f'{type(e).__name__}: {e}', 'nonfinite': None}
         sys.stdout.flush(); sys.stderr.flush()

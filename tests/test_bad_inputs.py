@@ -296,10 +296,15 @@ def test_unsupported_architecture_tools(root, corpus):
     cfg = json.loads((e / 'config.json').read_text())
     msg = r"config.json architectures=\['Ernie4_5_MoeForCausalLM'\] model_type=\['ernie4_5_moe'.*\]: not an MTP family mtp_lit knows"
     with pytest.raises(ValueError, match=msg): detect_family(cfg)
-    with pytest.raises(ValueError, match=msg): inspect_checkpoint(e)
+    r = inspect_checkpoint(e)             # inspect reports it: vLLM's own draft class, served by the plugin's generic path
+    assert (r['generic'], r['vllm_registry_key'], r['mtp_layers'], r['options']) == (
+        True, 'ErnieMTPModel', 1, {'fp8': 'generic', 'window': 'generic', 'head': 'generic'})
+    assert r['mtp_lit'] == {'plan': 'inherit', 'options': 'nothing (vLLM unchanged)'}
+    assert r['draft_groups'] == {'model.mtp_block.0': 9, 'model.mtp_emb_norm.0': 1, 'model.mtp_hidden_norm.0': 1, 'model.mtp_linear_proj.0': 1}
     with pytest.raises(ValueError, match=msg): quantize(e, root / 'never', progress=False)
-    with pytest.raises(ValueError, match=r"config.json model_type \['ernie4_5_moe'\]: no MTP draft layout known for a draft vocabulary"):
-        build_draft_vocab(e, corpus, 1024, progress=False)
+    dv = build_draft_vocab(e, corpus, 1024, root / 'ernie-tools-dv', progress=False)   # placed beside the draft's own tensors
+    assert sorted(read_safetensors_header(dv / DRAFT_VOCAB_FILE)[0]) == ['model.mtp_block.0.draft_lm_head.weight', 'model.mtp_block.0.draft_vocab_ids']
+    assert load_draft_vocab(dv).rows_name == 'model.mtp_block.0.draft_lm_head.weight'
     c = tiny_mtp_checkpoint(root / 'mimo-v2', 'mimo')                                   # a family layouts knows, mtp_lit cannot serve
     edit_config(c, lambda c: c.update(architectures=['MiMoV2FlashForCausalLM'], model_type='mimo_v2_flash'))
     with pytest.raises(ValueError, match=r"mimo_v2 \(vLLM MiMoV2MTP\) has no mtp_lit draft class; an FP8 draft could not be served"):
@@ -357,12 +362,13 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'pp2':               ('tiny', {}, 3, {'pipeline_parallel_size': 2}),
     'ernie+fp8':         ('ernie', {'MTP_FP8': '1'}, 1),   # vLLM's ErnieMTP: no DRAFTS row, the generic path
     'ernie+window':      ('ernie', {'MTP_DRAFT_WINDOW': '16'}, 1),
-    'ernie+draft-vocab': ('ernie-dv', {}, 1),
+    'ernie+draft-vocab': ('ernie-dv', {}, 1),         # a draft vocabulary of `mtp-lit draft-vocab`: the head through the generic path
+    'ernie+dv-nofile':   ('ernie-nofile', {}, 1),
 }
 
 
 @pytest.fixture(scope='module')
-def loads(root, fp8, dv):
+def loads(root, fp8, dv, corpus):
     "Every case of CASES loaded by vLLM's loader in one subprocess: {name: result}."
     L = root / 'load'; L.mkdir()
     f64 = lambda n, f: set_tensor(n, f)
@@ -384,7 +390,8 @@ def loads(root, fp8, dv):
          'dv-dup': _tamper_ids(dv, L / 'dv-dup', _dup),
          'dv-trunc': copy_ckpt(dv, L / 'dv-trunc'),
          'mtp2': edit_config(copy_ckpt(TINY, L / 'mtp2'), lambda c: c.update(mtp_num_hidden_layers=2))}
-    b['ernie-dv'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-dv'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
+    b['ernie-dv'] = build_draft_vocab(b['ernie'], corpus, 1024, L / 'ernie-dv', progress=False)
+    b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
     b['legacy'] = lg = copy_ckpt(TINY, L / 'legacy')          # the downstream patch's format: ids in a .pt, rows in the shards
     ids = load_draft_vocab(dv).ids
@@ -530,7 +537,7 @@ ERNIE_FP8 = ['model.layers.{n}.' + m + '.weight' for m in ('mtp_block.mlp.down_p
 
 @pytest.mark.vllm
 def test_load_generic_draft(loads):
-    "vLLM's ErnieMTP (no row in the family table): FP8 and the window through the generic path; the truncated head refused, named."
+    "vLLM's ErnieMTP (no row in the family table): FP8, the window and the truncated head through the generic path."
     r = loads['ernie+fp8']
     assert r['loaded'] and r['class'] == 'mtp_lit.plugin.ErnieMTP' and r['nonfinite'] == [], r
     assert r['fp8'] == [n.format(n=2) for n in ERNIE_FP8], r['fp8']
@@ -538,33 +545,42 @@ def test_load_generic_draft(loads):
                for line in r['log']), r['log']
     w = loads['ernie+window']
     assert w['loaded'] and w['windows'] == [16] and w['fp8'] == [], w
-    assert _err(loads, 'ernie+draft-vocab') == (
-        "ValueError: config.json mtp_lit draft vocab: the truncated draft head is not supported yet for ErnieMTPModel (the truncated "
-        "head's tensor names and logits path are per family, and only DRAFTS rows have them); set MTP_DRAFT_VOCAB=0")
+    h = loads['ernie+draft-vocab']
+    assert h['loaded'] and h['head'] == [1024, 64] and h['logits'] == ['DraftHeadLogits'] and h['nonfinite'] == [], h
+    assert _err(loads, 'ernie+dv-nofile') == (
+        "ValueError: config.json mtp_lit.draft_vocab_size=1024 < vocab_size=4096 but mtp_lit.draft_vocab_file is not set")
 
 
 @pytest.fixture(scope='module')
 def ernie_run(root, tmp_path_factory):
     """A tiny ERNIE-4.5 (vLLM's ErnieMTP draft, no row in the family table: the generic path) with the permutation target and
-    an echo draft (`tiny_families.build_ernie`), served with the FP8 draft and a 16-token draft window: (result, expected tokens)."""
+    an echo draft (`tiny_families.build_ernie`) and a 1024-row draft vocabulary of `mtp-lit draft-vocab` (counted on the tokens of
+    the greedy chains, so the echo draft's proposals are among its ids), served with the FP8 draft (head included), a 16-token draft
+    window and the truncated head: (result, expected tokens, the draft vocabulary's ids)."""
     import tiny_families as tf
     from tokenizers import Tokenizer
     from mtp_lit.demo import RunSpec, demo_prompts, run_in_subprocess
     e, prompts = tf.build_ernie(root / 'ernie-echo'), demo_prompts(2)
     tok = Tokenizer.from_file(str(e / 'tokenizer.json'))
-    r = run_in_subprocess(RunSpec('ernie-generic', str(e), 2, {'MTP_FP8': '1', 'MTP_DRAFT_WINDOW': '16'}, prompts, 24, max_model_len=256,
+    expected = [tf.expected_tokens(tok.encode(p).ids, 24) for p in prompts]
+    chains = root / 'ernie-chains'; chains.mkdir()
+    for i, x in enumerate(expected): (chains / f'{i}.txt').write_text('\n'.join(tok.decode([t]) for t in x))
+    dv = build_draft_vocab(e, chains, 1024, root / 'ernie-echo-dv', progress=False)
+    r = run_in_subprocess(RunSpec('ernie-generic', str(dv), 2, {'MTP_FP8': '1', 'MTP_DRAFT_WINDOW': '16'}, prompts, 24, max_model_len=256,
                                   engine_args={'worker_extension_cls': 'mtp_lit.demo.DraftInspector'}),
                           log_dir=tmp_path_factory.mktemp('ernie-logs'), quiet=True)
-    return r, [tf.expected_tokens(tok.encode(p).ids, 24) for p in prompts]
+    return r, expected, load_draft_vocab(dv).ids
 
 
 @pytest.mark.vllm
-def test_engine_generic_draft_fp8_window(ernie_run):
-    "Through the generic path: the draft's vLLM linears and its swapped nn.Linear in FP8, its attention windowed; lossless, acceptance ~1."
-    r, expected = ernie_run
+def test_engine_generic_draft_fp8_window_head(ernie_run):
+    """Through the generic path: the draft's vLLM linears, its swapped nn.Linear and its 1024-row head in FP8, its attention
+    windowed, its logits from the truncated head in place of its logits processor; lossless, acceptance ~1."""
+    r, expected, ids = ernie_run
+    assert {t for x in expected for t in x} <= set(ids.tolist())    # the echo draft's proposals are in the head's vocabulary
     d = r['draft']
     assert d['class'] == 'mtp_lit.plugin.ErnieMTP'
-    assert sorted(n for n, t in d['param_dtypes'].items() if t == 'float8_e4m3fn') == [n.format(n=1) for n in ERNIE_FP8]
+    assert sorted(n for n, t in d['param_dtypes'].items() if t == 'float8_e4m3fn') == ['draft_lm_head.weight'] + [n.format(n=1) for n in ERNIE_FP8]
     assert set(d['attention_windows'].values()) == {16}, d['attention_windows']
     assert r['tokens'] == expected                                  # = plain greedy (clear winning logits)
     assert r['acceptance']['drafts'] > 0 and r['acceptance']['acceptance_rate'] > 0.95, r['acceptance']

@@ -4,7 +4,11 @@ draft in FP8 (`MTP_FP8=1`), on real vLLM CPU.
 Checkpoints: `tiny_families.build` (random weights, real tensor names, a target close to a token permutation and a draft that
 predicts it), so the winning logits are clear: greedy output is the permutation chain, which is also what plain decoding gives
 (`test_permutation_target_is_plain_greedy` checks that once), and acceptance is ≈ 1 exactly when the FP8 draft's weights were
-loaded under the right names and are used. One engine per family (~30-60 s each on a 2-core machine); 9 engines, ~4.5 min."""
+loaded under the right names and are used. One engine per family (~30-60 s each on a 2-core machine); 9 engines, ~4.5 min.
+
+Qwen3.5 dense is served in the layout its public releases use (`Qwen3_5ForConditionalGeneration`: `text_config` + `vision_config`,
+the language model under `model.language_model.*`, `tiny_families.build_multimodal`) with vLLM's `language_model_only=True`; its
+text-only `Qwen3_5ForCausalLM` layout is the package checkpoint's, served with the FP8 draft by `tests/test_plugin_e2e.py`."""
 import sys
 from pathlib import Path
 import pytest
@@ -29,8 +33,11 @@ def expected():
     tok = Tokenizer.from_file(str(checkpoint_path('qwen3_5-tiny') / 'tokenizer.json'))
     return [tf.expected_tokens(tok.encode(p).ids, N) for p in PROMPTS]
 
-def run(name, ckpt, k, env, log_dir):
-    return run_in_subprocess(RunSpec(name, str(ckpt), k, env, PROMPTS, N, 512, engine_args=INSPECT), log_dir=log_dir, quiet=True)
+MULTIMODAL = {'qwen3_5'}   # built and served in the released multimodal layout
+
+def run(name, ckpt, k, env, log_dir, engine_args=None):
+    return run_in_subprocess(RunSpec(name, str(ckpt), k, env, PROMPTS, N, 512, engine_args={**INSPECT, **(engine_args or {})}),
+                             log_dir=log_dir, quiet=True)
 
 def test_permutation_target_is_plain_greedy(tmp_path):
     "The construction: plain greedy decoding (no MTP) of a tiny target gives the permutation chain `expected_tokens` computes."
@@ -39,7 +46,9 @@ def test_permutation_target_is_plain_greedy(tmp_path):
 
 @pytest.mark.parametrize('family', tf.FAMILIES)
 def test_family_fp8_draft(family, tmp_path):
-    r = run(f'{family}-fp8', tf.build(family, tmp_path / family), 3, {'MTP_FP8': '1'}, tmp_path)
+    mm = family in MULTIMODAL
+    ckpt = (tf.build_multimodal if mm else tf.build)(family, tmp_path / family)
+    r = run(f'{family}-fp8', ckpt, 3, {'MTP_FP8': '1'}, tmp_path, {'language_model_only': True} if mm else None)
     d = r['draft']
     assert d['class'] == f"mtp_lit.plugin.{DRAFT_CLASS[family]}"
     dts = d['param_dtypes']

@@ -10,9 +10,10 @@ perm[last prompt token], perm[perm[...]], ... which `expected_tokens` computes w
 
 Names and ratios follow the real checkpoints' metadata (`tests/fixtures/checkpoints/*`, `mtp_lit.layouts.synth_mtp_weights`),
 sizes are scaled down to what vLLM CPU accepts (head dim 64; MLA kv_lora_rank 512 + qk_rope_head_dim 64)."""
-import json
+import json, shutil
 from pathlib import Path
 import torch
+from safetensors.torch import load_file, save_file
 from mtp_lit.ckpt_io import write_checkpoint
 from mtp_lit.layouts import synth_mtp_weights, draft_layout
 from mtp_lit.model import checkpoint_path
@@ -165,4 +166,28 @@ def build_ernie(dst, seed: int = 0) -> Path:
     (dst / 'config.json').write_text(json.dumps(cfg, indent=1) + '\n')
     src = checkpoint_path('qwen3_5-tiny')
     for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'): shutil.copy(src / f, dst / f)
+    return dst
+
+
+VISION = dict(model_type='qwen3_5_vision', depth=1, hidden_size=64, intermediate_size=128, num_heads=1, in_channels=3, patch_size=16,
+              spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=H, num_position_embeddings=64, hidden_act='gelu_pytorch_tanh')
+MULTIMODAL = {'qwen3_5': ('Qwen3_5ForConditionalGeneration', 'qwen3_5'), 'qwen3_5_moe': ('Qwen3_5MoeForConditionalGeneration', 'qwen3_5_moe')}
+
+
+def build_multimodal(family: str, dst, **kw) -> Path:
+    """The tiny `family` checkpoint (`qwen3_5` or `qwen3_5_moe`, any `build` keyword) in the layout of the public Qwen3.5/3.6
+    releases: `*ForConditionalGeneration`, the language model's config under `text_config` beside a (tiny) `vision_config`, its
+    weights under `model.language_model.*`, `lm_head` and the draft's `mtp.*` beside them. No vision weights: served with vLLM's
+    `language_model_only=True`, which builds no vision tower."""
+    if family not in MULTIMODAL: raise ValueError(f"build_multimodal: family {family!r}; expected one of {', '.join(MULTIMODAL)}")
+    dst = build(family, dst, **kw)
+    sd = load_file(str(dst / 'model.safetensors'))
+    sd = {('model.language_model.' + n[len('model.'):] if n.startswith('model.') else n): t for n, t in sd.items()}
+    save_file(sd, str(dst / 'model.safetensors'), metadata={'format': 'pt'})
+    text = json.loads((dst / 'config.json').read_text())
+    arch, mt = MULTIMODAL[family]
+    cfg = {'architectures': [arch], 'model_type': mt, 'text_config': {**{k: v for k, v in text.items() if k != 'architectures'}},
+           'vision_config': VISION, 'tie_word_embeddings': text['tie_word_embeddings'], 'torch_dtype': 'bfloat16',
+           'image_token_id': V - 4, 'video_token_id': V - 3, 'vision_start_token_id': V - 2, 'vision_end_token_id': V - 1}
+    (dst / 'config.json').write_text(json.dumps(cfg, indent=1) + '\n')
     return dst

@@ -382,7 +382,7 @@ def _not_windowable(m) -> str | None:
     return f"{name} is not vLLM's plain Attention layer, which the window is applied through"
 
 def check_window(b: DraftBuild, draft) -> None:
-    """Raise `ValueError` naming the option when an attention layer of `draft` cannot take the window (`_not_windowable`:
+    """Raise `ValueError` naming the option when an attention layer of `draft` cannot take the window (by its type:
     MLA, sparse, shared-KV, state caches), `RuntimeError` unless every other layer has it (never a silent no-op)."""
     if not b.opts.draft_window: return
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase

@@ -231,7 +231,7 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
     no family of `mtp_lit.layouts` that vLLM drafts for is reported by `generic_checkpoint`. A directory with `config.json` but no
     safetensors yet (a checkpoint not downloaded) is described from the config alone (`config_only`): the draft's tensors are
     the ones the config implies, and dtypes and gaps are not checked. The MTP layers are read from the weights where the config
-    states no count (`_count_note`); what cannot be told is a warning (`warnings`), never a refusal. `mtp_lit` is what the plugin
+    states no count; what cannot be told is a warning (`warnings`), never a refusal. `mtp_lit` is what the plugin
     will make of the draft with no environment variable set: the quantisation plan and options, or the error it will raise."""
     t0 = time.perf_counter(); p = Path(path)
     config = _read_json(p / 'config.json')

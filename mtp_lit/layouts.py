@@ -7,8 +7,7 @@ __all__ = ['DTYPE_BITS', 'FLOAT_DTYPES', 'QUANT_DTYPES', 'FAMILIES', 'EXCLUSION_
            'Family', 'text_config', 'detect_family', 'DraftLayout', 'draft_layout', 'mtp_layer_prefixes',
            'weight_mtp_layers', 'draft_like_group', 'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor',
            'expert_layout', 'expert_layouts', 'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions',
-           'QuantScheme', 'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes',
-           'ue8m0_view']
+           'QuantScheme', 'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes']
 
 # %% ../nbs/02_layouts.ipynb #7295e234
 import copy, fnmatch, functools, math, re
@@ -856,13 +855,3 @@ def apply_gap_fixes(quant_config: dict | None, gaps) -> dict | None:
         d[k] = []; lists = [(d, k)]
     for d, k in lists: d[k] = d[k] + [e for e in ex if e not in d[k]]
     return out
-
-# %% ../nbs/02_layouts.ipynb #367eb24b
-def ue8m0_view(t):
-    """Reinterpret a `uint8` tensor of UE8M0 scale bytes as `torch.float8_e8m0fnu` (value 2**(b-127), b=255 NaN), same shape,
-    no copy; a `float8_e8m0fnu` tensor is returned as is. Raises `ValueError` for any other dtype (a float tensor holds values,
-    not exponent bytes). Convention: OCP MX spec E8M0, vLLM `scale_fmt: ue8m0`."""
-    import torch
-    if t.dtype == torch.float8_e8m0fnu: return t
-    if t.dtype != torch.uint8: raise ValueError(f"UE8M0 scales: expected uint8 exponent bytes, got {t.dtype}")
-    return t.view(torch.float8_e8m0fnu)

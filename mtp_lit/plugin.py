@@ -597,7 +597,7 @@ def checkpoint_stream(b: 'DraftBuild', weights, rows: dict | None = None):
     tensors removed (its head rows put in `rows['rows']`), UE8M0 scale bytes (uint8 / float8_e8m0fnu) reinterpreted as float32
     powers of two, fused per-tensor expert scales `[E, 1]` split per expert, fused expert stems recorded in `b.fused_experts`."""
     import torch
-    from mtp_lit.layouts import ue8m0_view
+    from mtp_lit.fp8 import ue8m0_decode
     names = b.vocab_names or ()
     per_tensor = b.plan.mode == 'fp8-serialized' and (b.plan.scheme or 'per-tensor') == 'per-tensor'
     for name, w in weights:
@@ -605,7 +605,7 @@ def checkpoint_stream(b: 'DraftBuild', weights, rows: dict | None = None):
             if rows is not None and name == names[1] and b.draft_head is not None: rows['rows'] = w
             continue
         if w.dtype in (torch.uint8, torch.float8_e8m0fnu) and _SCALE.search(name):
-            w = ue8m0_view(w).float()
+            w = ue8m0_decode(w)
         m = _FUSED_EXPERTS.match(name)
         if m and not m['scale'] and w.dim() == 3 and m['w'] == 'gate_up_proj': b.fused_experts.add(m['stem'])
         if m and m['scale'] and per_tensor and w.numel() == w.shape[0]:

@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['ENV_VARS', 'FP8_SCHEMES', 'MTP_QUANT_ALGOS', 'MtpLitOptions', 'parse_options', 'MtpQuant', 'parse_mtp_quant',
-           'DraftQuantPlan', 'draft_quant_plan', 'resolve_model_dir', 'read_config', 'checkpoint_options']
+           'DraftQuantPlan', 'draft_quant_plan', 'resolve_model_dir', 'read_config', 'mtp_lit_section',
+           'checkpoint_options']
 
 # %% ../nbs/01_options.ipynb #f5bcc6ae
 import json, os
@@ -189,9 +190,12 @@ def read_config(model: str | os.PathLike) -> dict:
     try: return json.loads(path.read_text())
     except json.JSONDecodeError as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
 
+def mtp_lit_section(config: dict) -> dict | None:
+    "A config.json's `mtp_lit` section: top level, else in `text_config` (multimodal configs); None without one."
+    return config.get('mtp_lit') or (config.get('text_config') or {}).get('mtp_lit')
+
 def checkpoint_options(model, env=None, overrides: dict | None = None, vllm_fp8: bool = False) -> tuple[MtpLitOptions, MtpQuant, dict]:
     """`(options, mtp_quant, config)` for a served `model`: its config.json's `mtp_lit` section and `mtp_quant_algo`, then
     `overrides` (the `mtp_lit` dict of vLLM's `--hf-overrides`), `vllm_fp8` (`speculative_config.quantization='fp8'`) and env."""
     cfg = read_config(model)
-    section = cfg.get('mtp_lit') or (cfg.get('text_config') or {}).get('mtp_lit')
-    return parse_options(section, env, overrides, vllm_fp8), parse_mtp_quant(cfg), cfg
+    return parse_options(mtp_lit_section(cfg), env, overrides, vllm_fp8), parse_mtp_quant(cfg), cfg

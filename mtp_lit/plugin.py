@@ -12,7 +12,7 @@ __all__ = ['logger', 'DRAFTS', 'ROWS', 'GENERIC_KEEP', 'GENERIC_PLAIN_LINEARS', 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
 from dataclasses import dataclass, field
-from .options import parse_options, checkpoint_options, draft_quant_plan, DraftQuantPlan, MtpLitOptions
+from .options import parse_options, checkpoint_options, draft_quant_plan, mtp_lit_section, DraftQuantPlan, MtpLitOptions
 from .vllm_compat import loaded_key
 
 logger = logging.getLogger('mtp_lit')
@@ -189,8 +189,7 @@ class DraftBuild:
         vLLM's own draft, unchanged."""
         extended = key in DRAFTS
         model, opts, mq, cfg = read_options(vllm_config, vllm_fp8=extended)
-        section = cfg.get('mtp_lit') or (cfg.get('text_config') or {}).get('mtp_lit')   # e.g. a draft vocabulary: on by default
-        if not extended and not opts.any_set and mq.algo == 'NONE' and not section: return None
+        if not extended and not opts.any_set and mq.algo == 'NONE' and not mtp_lit_section(cfg): return None   # a section: e.g. a draft vocabulary, on by default
         b = cls(key, ROWS.get(key), opts, draft_quant_plan(opts, mq), str(model), cfg)
         b._gpu_fallback(vllm_config, mq)
         b.target_quantized = b.plan.mode == 'inherit' and vllm_config.quant_config is not None

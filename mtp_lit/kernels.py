@@ -6,9 +6,10 @@
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'SCALED_MM_MIN_M', 'GLUE_WARPS', 'reference_linear', 'KernelConfig',
            'block_m', 'm_bucket', 'linear_use', 'default_config', 'fit_block_k', 'tuned_table', 'select_config',
            'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax',
-           'scaled_mm_ok', 'quantize_act_rows', 'scaled_mm_linear', 'moe_linear', 'opaque_op', 'fp8_linear_op',
-           'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn', 'fused_router_topk',
-           'fused_moe_combine', 'read_sweep', 'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
+           'scaled_mm_ok', 'vllm_scaled_mm_ops', 'quantize_act_rows', 'scaled_mm_linear', 'moe_linear', 'opaque_op',
+           'fp8_linear_op', 'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn',
+           'fused_router_topk', 'fused_moe_combine', 'read_sweep', 'time_graph', 'candidate_configs', 'precompile',
+           'tune_fp8_linear']
 
 # %% ../nbs/06b_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -376,16 +377,25 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
 
 
 # %% ../nbs/06b_kernels.ipynb #dc0d88a3
-SCALED_MM_MIN_M = 32   # tokens from which a per-tensor / per-channel FP8 linear runs W8A8 through torch._scaled_mm
+SCALED_MM_MIN_M = 32   # tokens from which a per-tensor / per-channel FP8 linear runs W8A8 on CUTLASS
 
 def scaled_mm_ok(x2, qweight, mode) -> bool:
-    '''Whether rows `x2` [M, K] x `qweight` [N, K] take the W8A8 `torch._scaled_mm` path: M >= SCALED_MM_MIN_M (environment
+    '''Whether rows `x2` [M, K] x `qweight` [N, K] take the W8A8 path of `scaled_mm_linear`: M >= SCALED_MM_MIN_M (environment
     MTP_LIT_SCALED_MM_MIN_M overrides it; 0 turns the path off), scale mode 'per-tensor' or 'per-channel', bf16 rows, N and K
     multiples of 16, an NVIDIA GPU of compute capability >= 9.0 whose torch has `_scaled_mm`; never under TRITON_INTERPRET=1.'''
     m = int(os.environ.get('MTP_LIT_SCALED_MM_MIN_M', SCALED_MM_MIN_M))
     if not m or x2.shape[0] < m or mode not in ('per-tensor', 'per-channel') or x2.dtype != torch.bfloat16 or not x2.is_cuda: return False
     N, K = qweight.shape
     return N % 16 == 0 and K % 16 == 0 and os.environ.get('TRITON_INTERPRET') != '1' and _sm90_has(x2.device.index, 'torch', '_scaled_mm')
+
+@functools.cache
+def vllm_scaled_mm_ops(device_index):
+    "vLLM's custom-ops module where vLLM is installed and its `cutlass_scaled_mm` takes e4m3 on this CUDA device, else None."
+    try: from vllm import _custom_ops as ops
+    except ImportError: return None
+    major, minor = torch.cuda.get_device_capability(device_index)
+    try: return ops if ops.cutlass_scaled_mm_supports_fp8(10 * major + minor) else None
+    except (AttributeError, RuntimeError): return None   # a vLLM build without its CUDA kernels
 
 def quantize_act_rows(x2):
     "Per-token dynamic e4m3 quantisation of rows `x2` [M, K]: (xq [M, K] float8_e4m3fn, scale float32 [M, 1]); one Triton launch where `triton_ok`, else `quantize_act_per_token`."
@@ -396,12 +406,22 @@ def quantize_act_rows(x2):
     _tk().act_quant_rows_kernel[(M,)](x2, q, s, K, x2.stride(0), q.stride(0), BLOCK=1024, num_warps=4)
     return q, s
 
-def scaled_mm_linear(x2, qweight, scale, mode):
-    "Rows `x2` [M, K] bf16 @ (scale * qweight)^T -> bf16 [M, N] by W8A8: `quantize_act_rows`, then `torch._scaled_mm` with row-wise scales."
-    xq, xs = quantize_act_rows(x2)
+def scaled_mm_linear(x2, # rows [M, K] bf16
+                     qweight, # [N, K] float8_e4m3fn
+                     scale, # float32: per-tensor [1] or [], per-channel [N] or [N, 1]
+                     mode, # 'per-tensor' or 'per-channel'
+                     use_vllm=None, # vLLM's ops (True), torch's (False), or vLLM's where `vllm_scaled_mm_ops` has them (None)
+                    ):
+    "x2 @ (scale * qweight)^T -> bf16 [M, N] by W8A8 with row-wise scales: per-token e4m3 activations, then a CUTLASS FP8 GEMM."
     N = qweight.shape[0]
-    ws = scale.float().reshape(1, -1).expand(1, N).contiguous() if mode == 'per-tensor' else scale.float().reshape(1, N)
-    return torch._scaled_mm(xq, qweight.t(), scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16)
+    ws = scale.float().reshape(-1, 1).expand(N, 1).contiguous()     # per-tensor broadcast to rows; per-channel [N, 1]
+    ops = vllm_scaled_mm_ops(x2.device.index) if use_vllm is not False else None
+    if use_vllm and ops is None: raise RuntimeError("scaled_mm_linear: use_vllm=True, but vLLM's cutlass_scaled_mm cannot run e4m3 here")
+    if ops is not None:
+        xq, xs = ops.scaled_fp8_quant(x2, use_per_token_if_dynamic=True)
+        return ops.cutlass_scaled_mm(xq, qweight.t(), scale_a=xs, scale_b=ws, out_dtype=torch.bfloat16)
+    xq, xs = quantize_act_rows(x2)
+    return torch._scaled_mm(xq, qweight.t(), scale_a=xs, scale_b=ws.reshape(1, N), out_dtype=torch.bfloat16)
 
 # %% ../nbs/06b_kernels.ipynb #2787a4cf
 def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, block_size=(128, 128), config=None,

@@ -425,7 +425,7 @@ def test_fp8_linear_op_under_torch_compile_and_graphs(mode):
     assert torch.equal(fp8_linear_argmax_op(x, q, s), fp8_linear(x, q, s).argmax(-1))
 
 
-# ---- many tokens: W8A8 through torch._scaled_mm (dense) and vLLM's fused-MoE kernel (experts)
+# ---- many tokens: W8A8 on CUTLASS (dense: vLLM's cutlass_scaled_mm, else torch._scaled_mm) and vLLM's fused-MoE kernel (experts)
 
 from mtp_lit.kernels import SCALED_MM_MIN_M, scaled_mm_ok, scaled_mm_linear, quantize_act_rows  # noqa: E402
 from mtp_lit.fp8 import quantize_act_per_token  # noqa: E402
@@ -465,6 +465,24 @@ def test_scaled_mm_path_vs_float64(mode, N, K):
         assert rel(out, ref) < 5e-3
     x = rand(SCALED_MM_MIN_M - 1, K, g=g).bfloat16()
     assert not scaled_mm_ok(x, q, mode)
+
+
+@pytest.mark.skipif(not sm90, reason='torch._scaled_mm row-wise scales: sm_90')
+@pytest.mark.parametrize('mode', ['per-tensor', 'per-channel'])
+def test_scaled_mm_both_routes(mode):
+    "vLLM's route (scaled_fp8_quant + cutlass_scaled_mm, taken by default where vLLM is installed) and torch's fallback agree."
+    pytest.importorskip('vllm._custom_ops')
+    from mtp_lit.kernels import vllm_scaled_mm_ops
+    assert vllm_scaled_mm_ops(torch.cuda.current_device()) is not None   # the served path on an H100/H200 with vLLM
+    g = gen()
+    N, K = 5120, 6144
+    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5, outliers=16), mode)
+    for M in (32, 64, 257):
+        x = rand(M, K, g=g, mean=0.3, outliers=4).bfloat16()
+        ref = reference_linear(x, q, s, act_group=K)   # float64 W8A8
+        yv, yt = scaled_mm_linear(x, q, s, mode, use_vllm=True), scaled_mm_linear(x, q, s, mode, use_vllm=False)
+        assert rel(yv, ref) < 5e-3 and rel(yt, ref) < 5e-3
+        assert torch.equal(fp8_linear(x, q, s), yv)   # fp8_linear dispatches to vLLM's route
 
 
 @pytest.mark.skipif(not sm90, reason='torch._scaled_mm row-wise scales: sm_90')

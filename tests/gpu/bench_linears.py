@@ -4,7 +4,8 @@
 
 For each Qwen3.5-27B MTP linear, the 40 960-row draft head, and M in 1 ... 256 tokens (a decode step of B sequences
 drafts its first proposal on B(k+1) tokens): `fp8_linear` as the plugin calls it (per-channel e4m3; the Triton kernels,
-or from `SCALED_MM_MIN_M` tokens on W8A8 through torch._scaled_mm), the Triton kernel alone (the tuned config),
+or from `SCALED_MM_MIN_M` tokens on W8A8 through vLLM's cutlass_scaled_mm), the Triton kernel alone (the tuned config),
+`scaled_mm_linear`'s engine-free fallback alone (torch._scaled_mm),
 cuBLAS in BF16 (`F.linear`: vLLM's unquantized draft), and vLLM's own FP8 linear (dynamic per-token e4m3 activations,
 `cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs). For the Qwen3.5-35B-A3B MTP layer's routed experts
 (E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), the grouped `moe_linear` path
@@ -40,7 +41,7 @@ def dense_rows(shapes, Ms, log=print):
             cfg = select_config(M, N, K, 'per-channel')
             t = {'mtp_lit': [functools.partial(fp8_linear, x, q, s) for q, s in ws],
                  'mtp_lit_triton': [functools.partial(fp8_linear, x, q, s, config=cfg) for q, s in ws],
-                 'mtp_lit_scaled_mm': [functools.partial(scaled_mm_linear, x, q, s, 'per-channel') for q, s in ws],
+                 'mtp_lit_scaled_mm': [functools.partial(scaled_mm_linear, x, q, s, 'per-channel', use_vllm=False) for q, s in ws],
                  'vllm_fp8': [functools.partial(vllm_fp8, q, s) for q, s in ws],
                  'bf16': [functools.partial(F.linear, x, w) for w in wb]}
             r = dict(kind='linear', name=name, N=N, K=K, M=M, fp8_bytes=N * K + 2 * M * K + 2 * M * N, bf16_bytes=2 * N * K + 2 * M * K + 2 * M * N)

@@ -364,6 +364,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'ernie+window':      ('ernie', {'MTP_DRAFT_WINDOW': '16'}, 1),
     'ernie+draft-vocab': ('ernie-dv', {}, 1),         # a draft vocabulary of `mtp-lit draft-vocab`: the head through the generic path
     'ernie+dv-nofile':   ('ernie-nofile', {}, 1),
+    'deepseek+draft-vocab': ('deepseek-dv', {'MTP_FP8': '1'}, 1),   # a row whose head applies shared_head.norm first
 }
 
 
@@ -391,6 +392,8 @@ def loads(root, fp8, dv, corpus):
          'dv-trunc': copy_ckpt(dv, L / 'dv-trunc'),
          'mtp2': edit_config(copy_ckpt(TINY, L / 'mtp2'), lambda c: c.update(mtp_num_hidden_layers=2))}
     b['ernie-dv'] = build_draft_vocab(b['ernie'], corpus, 1024, L / 'ernie-dv', progress=False)
+    import tiny_families as tf
+    b['deepseek-dv'] = build_draft_vocab(tf.build('deepseek_v3', L / 'deepseek'), corpus, 1024, L / 'deepseek-dv', progress=False)
     b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
     b['legacy'] = lg = copy_ckpt(TINY, L / 'legacy')          # the downstream patch's format: ids in a .pt, rows in the shards
@@ -549,6 +552,14 @@ def test_load_generic_draft(loads):
     assert h['loaded'] and h['head'] == [1024, 64] and h['logits'] == ['DraftHeadLogits'] and h['nonfinite'] == [], h
     assert _err(loads, 'ernie+dv-nofile') == (
         "ValueError: config.json mtp_lit.draft_vocab_size=1024 < vocab_size=4096 but mtp_lit.draft_vocab_file is not set")
+
+
+@pytest.mark.vllm
+def test_load_head_norm_row_truncated_head(loads):
+    "vLLM's DeepSeekMTP (a row whose head applies shared_head.norm first): the FP8 truncated head in place of its logits processor."
+    h = loads['deepseek+draft-vocab']
+    assert h['loaded'] and h['class'] == 'mtp_lit.plugin.DeepSeekMTP' and h['nonfinite'] == [], h
+    assert h['head'] == [1024, 256] and h['logits'] == ['DraftHeadLogits'] and 'draft_lm_head.weight' in h['fp8'], h
 
 
 @pytest.fixture(scope='module')

@@ -6,6 +6,10 @@ predicts it), so the winning logits are clear: greedy output is the permutation 
 (`test_permutation_target_is_plain_greedy` checks that once), and acceptance is ≈ 1 exactly when the FP8 draft's weights were
 loaded under the right names and are used. One engine per family (~30-60 s each on a 2-core machine); 9 engines, ~4.5 min.
 
+The rows whose head applies `shared_head.norm` first are served with a truncated draft head in the same engine (`HEAD`): a
+1024-row draft vocabulary of `mtp-lit draft-vocab` counted on the greedy chains (so the draft's proposals are among its ids),
+FP8 on DeepSeek-V3, BF16 on GLM-4.5 (`MTP_FP8_HEAD=0`); GLM-4.7-Flash keeps the full head, vLLM's own.
+
 Qwen3.5 dense is served in the layout its public releases use (`Qwen3_5ForConditionalGeneration`: `text_config` + `vision_config`,
 the language model under `model.language_model.*`, `tiny_families.build_multimodal`) with vLLM's `language_model_only=True`; its
 text-only `Qwen3_5ForCausalLM` layout is the package checkpoint's, served with the FP8 draft by `tests/test_plugin_e2e.py`."""
@@ -26,6 +30,8 @@ KEPT_BF16 = {f: {'self_attn.kv_b_proj.weight'} for f in ('deepseek_v3', 'glm4_mo
 PLAIN_LINEAR = {'deepseek_v3': 'eh_proj.weight', 'glm4_moe': 'eh_proj.weight', 'glm4_moe_lite': 'eh_proj.weight', 'mimo': 'input_proj.weight'}
 MOE = {'qwen3_5_moe', 'qwen3_next', 'deepseek_v3', 'glm4_moe', 'glm4_moe_lite'}
 LINEAR = ('proj.weight', 'fc.weight', 'w13_weight', 'w2_weight')
+HEAD = {'deepseek_v3': {}, 'glm4_moe': {'MTP_FP8_HEAD': '0'}}   # rows with a head norm, served with a truncated head: FP8, BF16
+K = 1024
 
 def expected():
     from tokenizers import Tokenizer
@@ -34,6 +40,15 @@ def expected():
     return [tf.expected_tokens(tok.encode(p).ids, N) for p in PROMPTS]
 
 MULTIMODAL = {'qwen3_5'}   # built and served in the released multimodal layout
+
+def with_draft_vocab(ckpt, dst):
+    "`ckpt` with a K-row draft vocabulary of `mtp-lit draft-vocab` (in a copy at `dst`) counted on the tokens of the greedy chains."
+    from tokenizers import Tokenizer
+    from mtp_lit.draft_vocab import build_draft_vocab
+    tok = Tokenizer.from_file(str(Path(ckpt) / 'tokenizer.json'))
+    chains = Path(dst).parent / 'chains'; chains.mkdir()
+    for i, x in enumerate(expected()): (chains / f'{i}.txt').write_text('\n'.join(tok.decode([t]) for t in x))
+    return build_draft_vocab(ckpt, chains, K, dst, progress=False)
 
 def run(name, ckpt, k, env, log_dir, engine_args=None):
     return run_in_subprocess(RunSpec(name, str(ckpt), k, env, PROMPTS, N, 512, engine_args={**INSPECT, **(engine_args or {})}),
@@ -48,7 +63,8 @@ def test_permutation_target_is_plain_greedy(tmp_path):
 def test_family_fp8_draft(family, tmp_path):
     mm = family in MULTIMODAL
     ckpt = (tf.build_multimodal if mm else tf.build)(family, tmp_path / family)
-    r = run(f'{family}-fp8', ckpt, 3, {'MTP_FP8': '1'}, tmp_path, {'language_model_only': True} if mm else None)
+    if family in HEAD: ckpt = with_draft_vocab(ckpt, tmp_path / f'{family}-dv')
+    r = run(f'{family}-fp8', ckpt, 3, {'MTP_FP8': '1', **HEAD.get(family, {})}, tmp_path, {'language_model_only': True} if mm else None)
     d = r['draft']
     assert d['class'] == f"mtp_lit.plugin.{DRAFT_CLASS[family]}"
     dts = d['param_dtypes']
@@ -61,7 +77,15 @@ def test_family_fp8_draft(family, tmp_path):
     if family in MOE:                                                # routed experts in FP8
         assert sorted(t for n, t in dts.items() if n.endswith(('w13_weight', 'w2_weight'))) == ['float8_e4m3fn'] * 2
         assert all(dts[n + '_scale'] == 'float32' for n in dts if n.endswith(('w13_weight', 'w2_weight')))
-    assert set(d['fp8_digests']) == {n for n, t in linears.items() if t == 'float8_e4m3fn'}
+    fp8_head = family in HEAD and HEAD[family].get('MTP_FP8_HEAD') != '0'
+    assert set(d['fp8_digests']) == {n for n, t in linears.items() if t == 'float8_e4m3fn'} | ({'draft_lm_head.weight'} if fp8_head else set())
+    if family in HEAD:                                               # the truncated head, after the family's shared_head.norm
+        assert d['head_rows'] == {'draft_lm_head': K} and d['draft_vocab_ids'] == K
+        assert d['param_shapes']['draft_lm_head.weight'] == [K, tf.H]
+        assert dts['draft_lm_head.weight'] == ('float8_e4m3fn' if fp8_head else 'bfloat16')
+        from mtp_lit.draft_vocab import load_draft_vocab
+        assert {t for x in expected() for t in x} <= set(load_draft_vocab(ckpt).ids.tolist())   # the draft's proposals are in its vocabulary
+    else: assert d['head_rows'] == {}
     assert r['tokens'] == expected()                                 # = plain greedy (clear winning logits)
     assert r['acceptance']['drafts'] > 0 and r['acceptance']['acceptance_rate'] > 0.95, r['acceptance']
 

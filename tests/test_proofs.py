@@ -1,0 +1,48 @@
+"""`mtp_lit.plugin.PROOFS` names pytest nodes that exist: the per-class table of the plugin page cannot point at a test that was
+renamed or removed, or at a parameter its test no longer takes (the test modules are imported, nothing is run; ~3 s)."""
+import importlib.util, sys
+from pathlib import Path
+import pytest
+from mtp_lit.plugin import PROOFS, DRAFTS, SERVED, BUILT
+
+ROOT = Path(__file__).parent.parent
+
+
+def _module(path: Path):
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(f'_proof_{path.stem}', path)
+        mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+        return mod
+    finally: sys.path.remove(str(path.parent))
+
+
+def node_exists(node: str) -> str | None:
+    "None when pytest node `node` ('tests/f.py::test_x' or '...::test_x[param]') exists, else why it does not."
+    path, _, name = node.partition('::')
+    fn, _, param = name.partition('[')
+    f = ROOT / path
+    if not f.is_file(): return f"{path}: no such file"
+    test = getattr(_module(f), fn, None)
+    if not callable(test): return f"{path}: no test function {fn}"
+    if not param: return None
+    ids = [str(v) for m in getattr(test, 'pytestmark', []) if m.name == 'parametrize' for v in m.args[1]]
+    return None if param.rstrip(']') in ids else f"{node}: {fn} is parametrized over {ids}"
+
+
+@pytest.mark.parametrize('key', sorted(PROOFS))
+def test_named_test_exists(key):
+    how, node = PROOFS[key]
+    assert how in (SERVED, BUILT) and node.startswith('tests/test_'), (key, how, node)
+    assert node_exists(node) is None, node_exists(node)
+
+
+def test_every_row_is_served():
+    assert {k for k, (how, _) in PROOFS.items() if how == SERVED} >= set(DRAFTS)
+
+
+def test_a_wrong_name_is_caught():
+    assert node_exists('tests/test_families_e2e.py::test_family_fp8_draft[deepseek_v9]').endswith("parametrized over "
+        "['qwen3_5', 'qwen3_5_moe', 'qwen3_next', 'deepseek_v3', 'glm4_moe', 'glm4_moe_lite', 'mimo']")
+    assert node_exists('tests/test_bad_inputs.py::test_engine_nothing') == 'tests/test_bad_inputs.py: no test function test_engine_nothing'
+    assert node_exists('tests/test_nothing.py::test_x') == 'tests/test_nothing.py: no such file'

@@ -94,7 +94,7 @@ SERVED, BUILT, UNPROVEN = 'served e2e on vLLM CPU', 'built, not served', 'generi
 PROOFS = {   # registry key -> (what proves the class, the pytest node that does it); a class not listed: UNPROVEN
     **{k: (SERVED, f"tests/test_families_e2e.py::test_family_fp8_draft[{r.name}]") for k, r in DRAFTS.items()},
     'ErnieMTPModel': (SERVED, 'tests/test_bad_inputs.py::test_engine_generic_draft_fp8_window_head'),
-    'HYV3MTPModel': (BUILT, 'tests/test_generic_moe.py::test_generic_moe_experts_fp8'),   # FP8 routed experts, no engine
+    'HYV3MTPModel': (BUILT, 'tests/test_bad_inputs.py::test_load_generic_moe_experts_fp8'),   # FP8 routed experts, no engine
 }
 
 def proof(key: str) -> tuple:

@@ -140,6 +140,9 @@ def _main(cases_json, out_json):
                  'windows': sorted({a.sliding_window for a in m.modules() if type(a).__name__ == 'Attention'}, key=str),
                  'head': list(m.draft_lm_head.weight.shape) if hasattr(m, 'draft_lm_head') else None,
                  'logits': sorted({type(x).__name__ for x in m.modules() if type(x).__name__.endswith('Logits') or 'LogitsProcessor' in type(x).__name__})}
+            if ea and ea[0].get('load_format') == 'dummy':   # weights known from vLLM's seeded dummy loader: the FP8 experts against BF16
+                from generic_moe import probe_experts
+                r['experts'] = probe_experts(m)
         except Exception as e:
             r = {'loaded': False, 'class': None, 'error': f'{type(e).__name__}: {e}', 'nonfinite': None}
         sys.stdout.flush(); sys.stderr.flush()

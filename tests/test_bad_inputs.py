@@ -21,6 +21,8 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bad_inputs import copy_ckpt, drop_tensor, edit_config, edit_tensors, load_drafts, set_tensor, tiny_ernie_checkpoint
+import generic_moe as gm  # noqa: E402
+from generic_moe import tiny_hy_v3  # noqa: E402
 
 from mtp_lit.ckpt_io import list_tensors, read_safetensors_header
 from mtp_lit.convert import quantize, tiny_mtp_checkpoint
@@ -365,6 +367,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'ernie+draft-vocab': ('ernie-dv', {}, 1),         # a draft vocabulary of `mtp-lit draft-vocab`: the head through the generic path
     'ernie+dv-nofile':   ('ernie-nofile', {}, 1),
     'deepseek+draft-vocab': ('deepseek-dv', {'MTP_FP8': '1'}, 1),   # a row whose head applies shared_head.norm first
+    'hy_v3+fp8':         ('hy_v3', {'MTP_FP8': '1'}, 3, {'load_format': 'dummy'}),   # generic MoE experts (`generic_moe`)
 }
 
 
@@ -394,6 +397,7 @@ def loads(root, fp8, dv, corpus):
     b['ernie-dv'] = build_draft_vocab(b['ernie'], corpus, 1024, L / 'ernie-dv', progress=False)
     import tiny_families as tf
     b['deepseek-dv'] = build_draft_vocab(tf.build('deepseek_v3', L / 'deepseek'), corpus, 1024, L / 'deepseek-dv', progress=False)
+    b['hy_v3'] = tiny_hy_v3(L / 'hy_v3')
     b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
     b['legacy'] = lg = copy_ckpt(TINY, L / 'legacy')          # the downstream patch's format: ids in a .pt, rows in the shards
@@ -560,6 +564,23 @@ def test_load_head_norm_row_truncated_head(loads):
     h = loads['deepseek+draft-vocab']
     assert h['loaded'] and h['class'] == 'mtp_lit.plugin.DeepSeekMTP' and h['nonfinite'] == [], h
     assert h['head'] == [1024, 256] and h['logits'] == ['DraftHeadLogits'] and 'draft_lm_head.weight' in h['fp8'], h
+
+
+@pytest.mark.vllm
+def test_load_generic_moe_experts_fp8(loads):
+    "HYV3MTP through the generic path: its routed experts in e4m3 with float32 scales, their output = BF16 experts' within FP8 error."
+    h = loads['hy_v3+fp8']
+    assert h['loaded'] and h['class'] == 'mtp_lit.plugin.HYV3MTP' and h['nonfinite'] == [], h
+    r = h['experts']
+    assert (r['experts'], r['n_fp8_moe_layers']) == ('model.layers.1.mtp_block.mlp.experts.routed_experts', 1)
+    assert r['dtypes'] == {'w13_weight': 'float8_e4m3fn', 'w2_weight': 'float8_e4m3fn', 'w13_weight_scale': 'float32', 'w2_weight_scale': 'float32',
+                           'e_score_correction_bias': 'float32'}   # the router's bias stays float32
+    assert {n: s for n, s in r['shapes'].items() if n.startswith('w')} == {'w13_weight': [gm.E, 2 * gm.I, gm.H], 'w2_weight': [gm.E, gm.H, gm.I],
+                                                                          'w13_weight_scale': [gm.E, 2 * gm.I], 'w2_weight_scale': [gm.E, gm.H]}
+    assert 0.005 < r['weight_rel_err'] < 0.04, r          # e4m3 rounding of the BF16 weights (3 mantissa bits; measured 0.025)
+    assert 0.01 < r['out_rel_err'] < 0.08, r              # two e4m3 matmuls against BF16 experts on the same weights (measured 0.047)
+    assert r['out_rel_err_bf16'] < 0.005, r               # while BF16 rounding alone of the reference is 0.002
+    assert r['out_norm'] > 0
 
 
 @pytest.fixture(scope='module')

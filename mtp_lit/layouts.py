@@ -556,11 +556,14 @@ def _warn_unmatched(pats, mods, lay, cmode, vmode, key):
     "Warn about a (non-regex) pattern whose literal head names an MTP layer of the draft but that matches none of its modules."
     import warnings
     layers = tuple(lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)) + tuple(lay.quant_prefix(i) for i in range(lay.num_mtp_layers))
+    names = None
     for p in pats:
         if p.startswith('re:') or vmode == 'regex' or '.experts.' in p: continue   # per-expert names: only experts 0, E-1 are listed
         head = re.split(r'[*?\[]', p, maxsplit=1)[0]
         if not any(head.startswith(x + '.') or x.startswith(head) and head.endswith('.') for x in layers): continue
-        names = [x for m in mods for x in (*m.shards, *m.fused_shards, m.vllm)]   # relaxed: exact, substring or wildcard
+        if names is None:   # relaxed: exact, substring or wildcard; every draft module counts (norms, eh_proj, the router: never quantized, rightly excluded)
+            names = [x for m in mods for x in (*m.shards, *m.fused_shards, m.vllm)] + [m.vllm for m in draft_modules(lay)] + [
+                w['name'].rpartition('.')[0] for e in ('split', 'fused') for w in synth_mtp_weights(lay, e, expert_ids=[0], _strict=False)]
         if any(_match(p, x, 'modelopt') or _match(p.rstrip('*'), x, 'substring') for x in names):
             continue
         warnings.warn(f"quant config {key}: exclusion pattern {p!r} names the MTP draft but matches none of its modules "

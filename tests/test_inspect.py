@@ -144,3 +144,22 @@ def test_inspect_compressed_tensors_packed(tmp_path):
     del ts['mtp.layers.0.self_attn.o_proj.weight_scale']
     r = inspect_checkpoint(write_checkpoint(tmp_path / 'ct2', cfg, _holes({**tgt, **ts}), shards=2, last=list(ts)))
     assert [(g['kind'], g['tensor']) for g in r['gaps']] == [('missing_scale', 'mtp.layers.0.self_attn.o_proj.weight_scale')]
+
+
+def test_exclusion_of_unquantized_draft_modules_is_no_typo(tmp_path):
+    "ModelOpt / compressed-tensors lists name the MTP layer's eh_proj, router and norms (never quantized): right, no 'typo' warning; a real typo still warns."
+    import warnings
+    from mtp_lit.layouts import remap_exclusions
+    cfg = json.loads((SHARED / 'DeepSeek-R1' / 'config.json').read_text()) if (SHARED / 'DeepSeek-R1').is_dir() else None
+    if cfg is None: pytest.skip('no shared DeepSeek-R1 config')
+    cfg = {k: v for k, v in cfg.items() if k != 'quantization_config'}
+    ok = ['lm_head', 'model.layers.61.eh_proj', 'model.layers.61.mlp.gate', 'model.layers.61.enorm', 'model.layers.61.shared_head.norm',
+          'model.layers.61.input_layernorm', 'model.layers.61.shared_head.head', 'model.layers.61.self_attn*']
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        remap_exclusions({'quantization': {'quant_algo': 'NVFP4', 'group_size': 16, 'exclude_modules': ok}}, cfg)
+    assert [str(x.message) for x in w] == []
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        remap_exclusions({'quantization': {'quant_algo': 'NVFP4', 'group_size': 16, 'exclude_modules': ok + ['model.layers.61.eh_prj']}}, cfg)
+    assert len(w) == 1 and "'model.layers.61.eh_prj'" in str(w[0].message)

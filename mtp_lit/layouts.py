@@ -289,7 +289,8 @@ def scale_target(name: str) -> tuple[str, str] | None:
     return None
 
 # %% ../nbs/02_layouts.ipynb #ee7ce0e9
-_PARAM_SUFFIXES = ('weight', 'bias', 'e_score_correction_bias', 'qweight', 'qzeros', 'g_idx')
+_PARAM_SUFFIXES = ('weight', 'bias', 'e_score_correction_bias', 'qweight', 'qzeros', 'g_idx',
+                   'weight_packed', 'weight_shape', 'weight_zero_point')   # the last three: compressed-tensors pack-quantized (W4A16, NVFP4)
 
 @dataclass(frozen=True)
 class TensorInfo:
@@ -430,7 +431,9 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
         if c.get('learnable_sink', True): t(f'{p}.self_attn.learnable_sink_param', nh)
         lt = c.get('layer_types')
         if not lt or (lt[n] if n < len(lt) else lt[-1]) not in _HY_SPARSE: return
-        dh, ni, x = g('index_head_dim', default=128), g('index_n_heads', default=16), f'{p}.self_attn.indexer'
+        indexer(p, qr, g('index_head_dim', default=128), g('index_n_heads', default=16))
+    def indexer(p, qr, dh, ni):   # the DSA lightning indexer (wk + weights_proj: one GEMM in vLLM, built without a quant config)
+        x = f'{p}.self_attn.indexer'
         t(f'{x}.wq_b.weight', ni * dh, qr); t(f'{x}.wk.weight', dh, H); t(f'{x}.k_norm.weight', dh); t(f'{x}.k_norm.bias', dh)
         t(f'{x}.weights_proj.weight', ni, H)
     for i in range(lay.num_mtp_layers):
@@ -452,6 +455,7 @@ def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', exper
             t(f'{p}.self_attn.kv_a_proj_with_mqa.weight', kvr + dr, H); t(f'{p}.self_attn.kv_a_layernorm.weight', kvr)
             t(f'{p}.self_attn.kv_b_proj.weight', nh * (dn + dv), kvr); t(f'{p}.self_attn.o_proj.weight', H, nh * dv)
             if f.name == 'hy_v4': hy_attn(p, lay.num_hidden_layers + i, qr, dv)
+            if f.name == 'deepseek_v32': indexer(p, qr, g('index_head_dim'), g('index_n_heads'))   # vLLM builds it in every MTP layer
         else:
             d = g(*a('head_dim'), default=H // nh); kv = g(*a('num_key_value_heads'), default=nh); dv = g(*a('v_head_dim'), default=d)
             gate = 2 if f.name == 'qwen3_next' or (f.name.startswith('qwen3_5') and c.get('attn_output_gate', True)) else 1
@@ -552,11 +556,14 @@ def _warn_unmatched(pats, mods, lay, cmode, vmode, key):
     "Warn about a (non-regex) pattern whose literal head names an MTP layer of the draft but that matches none of its modules."
     import warnings
     layers = tuple(lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)) + tuple(lay.quant_prefix(i) for i in range(lay.num_mtp_layers))
+    names = None
     for p in pats:
         if p.startswith('re:') or vmode == 'regex' or '.experts.' in p: continue   # per-expert names: only experts 0, E-1 are listed
         head = re.split(r'[*?\[]', p, maxsplit=1)[0]
         if not any(head.startswith(x + '.') or x.startswith(head) and head.endswith('.') for x in layers): continue
-        names = [x for m in mods for x in (*m.shards, *m.fused_shards, m.vllm)]   # relaxed: exact, substring or wildcard
+        if names is None:   # relaxed: exact, substring or wildcard; every draft module counts (norms, eh_proj, the router: never quantized, rightly excluded)
+            names = [x for m in mods for x in (*m.shards, *m.fused_shards, m.vllm)] + [m.vllm for m in draft_modules(lay)] + [
+                w['name'].rpartition('.')[0] for e in ('split', 'fused') for w in synth_mtp_weights(lay, e, expert_ids=[0], _strict=False)]
         if any(_match(p, x, 'modelopt') or _match(p.rstrip('*'), x, 'substring') for x in names):
             continue
         warnings.warn(f"quant config {key}: exclusion pattern {p!r} names the MTP draft but matches none of its modules "
@@ -755,7 +762,7 @@ def _required_scales(qs, algo):
 
 def _is_weight(t):
     last = t.name.rpartition('.')[2]
-    return not t.is_scale and (last in ('weight', 'qweight') or (t.role == 'routed_expert_fused' and last != 'bias'))
+    return not t.is_scale and (last in ('weight', 'qweight', 'weight_packed') or (t.role == 'routed_expert_fused' and last != 'bias'))
 
 def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
     """Gaps between the draft tensors stored in a checkpoint and what `quant_config` (remapped here with `remap_exclusions`) makes
@@ -782,6 +789,7 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
     for t in infos:
         if t.is_scale:   # a fused expert tensor is stored bare (`experts.gate_up_proj`) or as `experts.gate_up_proj.weight`
             w = t.scale_of if t.scale_of in by_w or t.scale_of + '.weight' not in by_w else t.scale_of + '.weight'
+            if w not in by_w and w.endswith('.weight') and w + '_packed' in by_w: w += '_packed'   # compressed-tensors `weight_packed`
             scales.setdefault(w, []).append(t)
             if t.scale_kind not in ('k_scale', 'v_scale', 'q_scale', 'kv_scale') and w not in by_w:
                 gaps.append(Gap('orphan_scale', t.name, f'scale of {t.scale_of}, which the checkpoint lacks', 'refuse to load: the weight is missing', t.vllm_module))
@@ -817,7 +825,7 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
             need = _required_scales(qs, algo) - have - ({'weight_scale', 'weight_scale_inv'} if 'scale' in have else set())
             per_tensor = _PER_TENSOR | ({'weight_scale'} if algo == 'FP8' and not qs.block_size else set())
             for kind in sorted(need):
-                nm = (t.name[:-len('weight')] + kind) if t.name.endswith('.weight') else f'{t.name}_{kind}'
+                nm = (t.name.rpartition('.')[0] + '.' + kind) if t.name.endswith(('.weight', '.weight_packed')) else f'{t.name}_{kind}'
                 gaps.append(Gap('sentinel_scale' if kind in per_tensor else 'missing_scale', nm,
                                 f'{why} needs {kind} for {t.name}' + ('; vLLM leaves it at FP8_SCALE_SENTINEL (-3.4e38)' if kind in per_tensor else ''),
                                 'refuse to load: mtp_lit raises rather than serve with an unloaded scale', v))

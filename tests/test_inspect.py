@@ -81,3 +81,85 @@ def test_inspect_multimodal_layout(tmp_path):
     assert (r['family'], r['mtp_layers'], r['layers'][0]['checkpoint'], r['layers'][0]['tensors'], r['expert_layout'], r['gaps']) == (
         'qwen3_5_moe', 1, 'mtp.layers.0', 15, {'0': 'fused'}, [])
     assert r['draft_globals'] == ['mtp.fc', 'mtp.norm', 'mtp.pre_fc_norm_embedding', 'mtp.pre_fc_norm_hidden'] and r['head'] == 'lm_head.weight'
+
+
+def _holes(tensors):
+    from mtp_lit.ckpt_io import TensorOut
+    from mtp_lit.layouts import tensor_nbytes
+    return {n: TensorOut(n, dt, list(s), tensor_nbytes(s, dt), None) for n, (s, dt) in tensors.items()}
+
+
+def test_inspect_dsa_fp8_indexer(tmp_path):
+    "DeepSeek-V3.2 / GLM-5 as released: the MTP layer's indexer `wk` FP8 with its block scale, `weights_proj` BF16 (vLLM dequantizes wk into wk_weights_proj)."
+    from mtp_lit.ckpt_io import write_checkpoint
+    from mtp_lit.layouts import synth_mtp_weights
+    cfg = {'architectures': ['DeepseekV32ForCausalLM'], 'model_type': 'deepseek_v32', 'hidden_size': 256, 'intermediate_size': 512,
+           'moe_intermediate_size': 64, 'n_routed_experts': 8, 'n_shared_experts': 1, 'num_experts_per_tok': 2, 'first_k_dense_replace': 1,
+           'num_attention_heads': 4, 'num_key_value_heads': 4, 'num_hidden_layers': 3, 'num_nextn_predict_layers': 1, 'q_lora_rank': 96,
+           'kv_lora_rank': 64, 'qk_nope_head_dim': 32, 'qk_rope_head_dim': 16, 'v_head_dim': 32, 'vocab_size': 1000, 'topk_method': 'noaux_tc',
+           'index_head_dim': 32, 'index_n_heads': 4, 'index_topk': 64,
+           'quantization_config': {'quant_method': 'fp8', 'activation_scheme': 'dynamic', 'scale_fmt': 'ue8m0', 'weight_block_size': [128, 128]}}
+    ts = {}
+    for w in synth_mtp_weights(cfg):
+        n, s = w['name'], tuple(w['shape'])
+        if len(s) == 2 and n.endswith('.weight') and not any(x in n for x in ('eh_proj', 'shared_head', 'embed_tokens', 'mlp.gate.', 'weights_proj')):
+            ts[n] = (s, 'F8_E4M3'); ts[n[:-len('weight')] + 'weight_scale_inv'] = ((-(-s[0] // 128), -(-s[1] // 128)), 'F32')
+        else: ts[n] = (s, w['dtype'])
+    assert ts['model.layers.3.self_attn.indexer.wk.weight'][1] == 'F8_E4M3' and ts['model.layers.3.self_attn.indexer.weights_proj.weight'][1] == 'BF16'
+    tgt = {'model.embed_tokens.weight': ((1000, 256), 'BF16'), 'model.norm.weight': ((256,), 'BF16'), 'lm_head.weight': ((1000, 256), 'BF16')}
+    d = write_checkpoint(tmp_path / 'v32', cfg, _holes({**tgt, **ts}), shards=2, last=list(ts))
+    r = inspect_checkpoint(d)
+    assert (r['family'], r['mtp_layers'], r['gaps']) == ('deepseek_v32', 1, []), r['gaps']
+    mods = {m['module']: (m['kind'], m['quant']) for m in r['modules']}
+    assert mods['model.layers.3.self_attn.indexer.wk_weights_proj'] == ('plain', None)
+    assert mods['model.layers.3.self_attn.indexer.wq_b'] == ('linear', 'FP8')
+    # a DSA checkpoint whose MTP layer lacks the indexer vLLM builds there: reported, naming the module
+    r = inspect_checkpoint(write_checkpoint(tmp_path / 'noidx', cfg, _holes({**tgt, **{n: v for n, v in ts.items() if '.indexer.' not in n}}), shards=2))
+    assert ('missing_draft', 'model.layers.3.self_attn.indexer.wq_b') in [(g['kind'], g['tensor']) for g in r['gaps']]
+
+
+def test_inspect_compressed_tensors_packed(tmp_path):
+    "A compressed-tensors NVFP4 (pack-quantized) draft stores `weight_packed` beside `weight_scale` / `weight_global_scale` / `input_global_scale`."
+    from mtp_lit.ckpt_io import write_checkpoint
+    from mtp_lit.layouts import synth_mtp_weights
+    tc = {'model_type': 'qwen3_5_text', 'hidden_size': 256, 'intermediate_size': 512, 'num_hidden_layers': 4, 'vocab_size': 1000, 'head_dim': 64,
+          'num_attention_heads': 4, 'num_key_value_heads': 2, 'mtp_num_hidden_layers': 1, 'attn_output_gate': True}
+    qc = {'quant_method': 'compressed-tensors', 'format': 'nvfp4-pack-quantized', 'ignore': ['lm_head', 're:.*linear_attn.*', 'mtp.fc'],
+          'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {'num_bits': 4, 'type': 'float', 'strategy': 'tensor_group', 'group_size': 16},
+                                        'input_activations': {'num_bits': 4, 'type': 'float', 'strategy': 'tensor_group', 'group_size': 16, 'dynamic': 'local'}}}}
+    cfg = {'architectures': ['Qwen3_5ForConditionalGeneration'], 'model_type': 'qwen3_5', 'text_config': tc, 'quantization_config': qc}
+    ts = {}
+    for w in synth_mtp_weights(cfg):
+        n, s = w['name'], tuple(w['shape'])
+        if len(s) == 2 and n.endswith('.weight') and n != 'mtp.fc.weight':
+            b = n[:-len('weight')]
+            ts.update({b + 'weight_packed': ((s[0], s[1] // 2), 'U8'), b + 'weight_scale': ((s[0], s[1] // 16), 'F8_E4M3'),
+                       b + 'weight_global_scale': ((1,), 'F32'), b + 'input_global_scale': ((1,), 'F32')})
+        else: ts[n] = (s, w['dtype'])
+    tgt = {'model.language_model.embed_tokens.weight': ((1000, 256), 'BF16'), 'model.language_model.norm.weight': ((256,), 'BF16'), 'lm_head.weight': ((1000, 256), 'BF16')}
+    r = inspect_checkpoint(write_checkpoint(tmp_path / 'ct', cfg, _holes({**tgt, **ts}), shards=2, last=list(ts)))
+    assert (r['family'], r['gaps']) == ('qwen3_5', []), r['gaps']
+    assert {m['module']: (m['stored'], m['quant']) for m in r['modules']}['mtp.layers.0.self_attn.qkv_proj'] == (['U8'], 'NVFP4')
+    # its weight_scale lost: the gap names the missing scale
+    del ts['mtp.layers.0.self_attn.o_proj.weight_scale']
+    r = inspect_checkpoint(write_checkpoint(tmp_path / 'ct2', cfg, _holes({**tgt, **ts}), shards=2, last=list(ts)))
+    assert [(g['kind'], g['tensor']) for g in r['gaps']] == [('missing_scale', 'mtp.layers.0.self_attn.o_proj.weight_scale')]
+
+
+def test_exclusion_of_unquantized_draft_modules_is_no_typo(tmp_path):
+    "ModelOpt / compressed-tensors lists name the MTP layer's eh_proj, router and norms (never quantized): right, no 'typo' warning; a real typo still warns."
+    import warnings
+    from mtp_lit.layouts import remap_exclusions
+    cfg = json.loads((SHARED / 'DeepSeek-R1' / 'config.json').read_text()) if (SHARED / 'DeepSeek-R1').is_dir() else None
+    if cfg is None: pytest.skip('no shared DeepSeek-R1 config')
+    cfg = {k: v for k, v in cfg.items() if k != 'quantization_config'}
+    ok = ['lm_head', 'model.layers.61.eh_proj', 'model.layers.61.mlp.gate', 'model.layers.61.enorm', 'model.layers.61.shared_head.norm',
+          'model.layers.61.input_layernorm', 'model.layers.61.shared_head.head', 'model.layers.61.self_attn*']
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        remap_exclusions({'quantization': {'quant_algo': 'NVFP4', 'group_size': 16, 'exclude_modules': ok}}, cfg)
+    assert [str(x.message) for x in w] == []
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        remap_exclusions({'quantization': {'quant_algo': 'NVFP4', 'group_size': 16, 'exclude_modules': ok + ['model.layers.61.eh_prj']}}, cfg)
+    assert len(w) == 1 and "'model.layers.61.eh_prj'" in str(w[0].message)

@@ -210,6 +210,11 @@ def main(argv=None):
     rec['environment'] = environment()
     runs = [(m, t, 'plain', 0) for m in a.models for t in a.targets] if a.plain else []
     runs = [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks] + runs
+    for d in a.drafts:   # a draft window shortens the draft's attention only where the context is longer than it
+        w = int(DRAFTS.get(d, {}).get('MTP_DRAFT_WINDOW', 0))
+        if w and a.prompt + a.tokens <= w:
+            print(f"{d}: the context ({a.prompt} + {a.tokens} tokens) fits in the {w}-token window, so it times the draft without one; "
+                  f"use --prompt {4 * w} or more", flush=True)
     t_start, longest = time.time(), 0.0
     for m, t, d, k in runs:
         name = f'{m}/{t}-target/{d}/k{k}'

@@ -654,12 +654,15 @@ class QuantScheme:
     activation: str | None = None     # 'dynamic' | 'static' activation scales
     scale_fmt: str | None = None      # 'ue8m0': power-of-two block scales
     kv_cache: str | None = None
+    strategy: str | None = None       # compressed-tensors weight `strategy`: 'tensor' | 'channel' | 'group' | 'block'
 
     def describe(self, algo=None) -> str:
         "Human text of the scheme (or of `algo` under it): 'NVFP4 (group 16)', 'FP8 block 128x128', ..."
         a = algo or self.algo
         if a == 'FP8' and self.block_size: return f'FP8 block {self.block_size[0]}x{self.block_size[1]}' + (' (UE8M0 scales)' if self.scale_fmt == 'ue8m0' else '')
-        if a == 'FP8': return 'FP8 per-tensor' + (f' ({self.activation} activations)' if self.activation else '')
+        if a == 'FP8':
+            per = f'group {self.group_size}' if self.strategy == 'group' and self.group_size else 'per-channel' if self.strategy == 'channel' else 'per-tensor'
+            return f'FP8 {per}' + (f' ({self.activation} activations)' if self.activation else '')
         return a + (f' (group {self.group_size})' if self.group_size and 'NVFP4' in a or self.group_size and self.method in ('gptq', 'awq') else '')
 
 def quant_scheme(quant_config: dict | None) -> QuantScheme | None:
@@ -688,7 +691,8 @@ def quant_scheme(quant_config: dict | None) -> QuantScheme | None:
         bits, typ = w.get('num_bits'), w.get('type')
         algo = ('FP8' if typ == 'float' and bits == 8 else 'NVFP4' if typ == 'float' and bits == 4 else f"W{bits}A{a.get('num_bits') or 16}")
         bs = w.get('block_structure')
-        return QuantScheme(m, algo, tuple(bs) if bs else None, w.get('group_size'), None if not a else 'dynamic' if a.get('dynamic') else 'static', kv_cache=kv)
+        return QuantScheme(m, algo, tuple(bs) if bs else None, w.get('group_size'), None if not a else 'dynamic' if a.get('dynamic') else 'static',
+                           kv_cache=kv, strategy=w.get('strategy'))
     if 'gptq' in m or 'awq' in m or m == 'auto-round':
         return QuantScheme('gptq' if 'gptq' in m else 'awq' if 'awq' in m else m, f"INT{quant_config.get('bits', '?')}", group_size=quant_config.get('group_size'))
     return QuantScheme(m, m.upper(), kv_cache=kv)

@@ -163,3 +163,34 @@ def test_exclusion_of_unquantized_draft_modules_is_no_typo(tmp_path):
         warnings.simplefilter('always')
         remap_exclusions({'quantization': {'quant_algo': 'NVFP4', 'group_size': 16, 'exclude_modules': ok + ['model.layers.61.eh_prj']}}, cfg)
     assert len(w) == 1 and "'model.layers.61.eh_prj'" in str(w[0].message)
+
+
+GLM_CT = {'architectures': ['Glm4MoeForCausalLM'], 'model_type': 'glm4_moe', 'hidden_size': 256, 'intermediate_size': 512, 'head_dim': 64,
+          'moe_intermediate_size': 64, 'n_routed_experts': 8, 'n_shared_experts': 1, 'num_experts_per_tok': 2, 'first_k_dense_replace': 1,
+          'num_attention_heads': 8, 'num_key_value_heads': 2, 'num_hidden_layers': 3, 'num_nextn_predict_layers': 1, 'attention_bias': True,
+          'partial_rotary_factor': 0.5, 'vocab_size': 1000, 'topk_method': 'noaux_tc'}
+
+
+def _ct_fp8(strategy, **w):
+    return {'quant_method': 'compressed-tensors', 'format': 'float-quantized', 'ignore': ['lm_head', 're:.*mlp.gate$'],
+            'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {'num_bits': 8, 'type': 'float', 'strategy': strategy, 'symmetric': True, 'dynamic': False, **w},
+                                          'input_activations': {'num_bits': 8, 'type': 'float', 'strategy': 'token', 'dynamic': True}}}}
+
+
+def test_inspect_compressed_tensors_fp8_strategy(tmp_path):
+    "compressed-tensors FP8 is named by its weights' `strategy`: per-channel (`weight_scale [out, 1]`), per-tensor, block."
+    from mtp_lit.ckpt_io import write_checkpoint
+    from mtp_lit.layouts import synth_mtp_weights, quant_scheme
+    cfg = {**GLM_CT, 'quantization_config': _ct_fp8('channel')}
+    ts = {}
+    for w in synth_mtp_weights(cfg):
+        n, s = w['name'], tuple(w['shape'])
+        if len(s) == 2 and n.endswith('.weight') and not any(x in n for x in ('eh_proj', 'shared_head', 'mlp.gate.', 'embed_tokens')):
+            ts[n] = (s, 'F8_E4M3'); ts[n[:-len('weight')] + 'weight_scale'] = ((s[0], 1), 'BF16')
+        else: ts[n] = (s, w['dtype'])
+    tgt = {'model.embed_tokens.weight': ((1000, 256), 'BF16'), 'model.norm.weight': ((256,), 'BF16'), 'lm_head.weight': ((1000, 256), 'BF16')}
+    r = inspect_checkpoint(write_checkpoint(tmp_path / 'ch', cfg, _holes({**tgt, **ts}), shards=2, last=list(ts)))
+    assert (r['family'], r['gaps'], r['quant']['describe']) == ('glm4_moe', [], 'FP8 per-channel (dynamic activations)'), r['gaps']
+    assert {m['module']: m['why'] for m in r['modules']}['model.layers.3.self_attn.o_proj'] == 'FP8 per-channel (dynamic activations)'
+    assert quant_scheme(_ct_fp8('tensor')).describe() == 'FP8 per-tensor (dynamic activations)'
+    assert quant_scheme(_ct_fp8('block', block_structure=[128, 128])).describe() == 'FP8 block 128x128'

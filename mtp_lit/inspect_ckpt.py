@@ -103,6 +103,8 @@ def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
     `ValueError` for `draft_vocab` < 1 and for a config lacking a dimension."""
     if draft_vocab < 1: raise ValueError(f"draft_vocab={draft_vocab}: must be >= 1 rows")
     lay = draft_layout(config); tc = lay.config
+    for k in ('hidden_size', 'vocab_size'):
+        if tc.get(k) is None: raise ValueError(f"config.json has no {k}, needed for the bytes of a draft step")
     H, V = tc['hidden_size'], tc['vocab_size']; K = min(draft_vocab, V)
     E, topk = lay.num_experts, lay.num_experts_per_tok
     lin = small = 0

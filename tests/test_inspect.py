@@ -194,3 +194,19 @@ def test_inspect_compressed_tensors_fp8_strategy(tmp_path):
     assert {m['module']: m['why'] for m in r['modules']}['model.layers.3.self_attn.o_proj'] == 'FP8 per-channel (dynamic activations)'
     assert quant_scheme(_ct_fp8('tensor')).describe() == 'FP8 per-tensor (dynamic activations)'
     assert quant_scheme(_ct_fp8('block', block_structure=[128, 128])).describe() == 'FP8 block 128x128'
+
+
+@pytest.mark.parametrize("field", ['hidden_size', 'vocab_size'])
+def test_inspect_config_lacking_a_dimension(field, tmp_path):
+    "A config.json without hidden_size / vocab_size: the draft is still described; the bytes-per-step warning names the file and the field."
+    import warnings
+    from mtp_lit.ckpt_io import write_checkpoint
+    from mtp_lit.layouts import synth_mtp_weights
+    ts = {w['name']: (tuple(w['shape']), w['dtype']) for w in synth_mtp_weights(GLM_CT)}
+    tgt = {'model.embed_tokens.weight': ((1000, 256), 'BF16'), 'model.norm.weight': ((256,), 'BF16'), 'lm_head.weight': ((1000, 256), 'BF16')}
+    cfg = {k: v for k, v in GLM_CT.items() if k != field}
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        r = inspect_checkpoint(write_checkpoint(tmp_path / field, cfg, _holes({**tgt, **ts}), shards=1))
+    assert (r['family'], r['draft_tensors'], r['bytes_per_draft_step']) == ('glm4_moe', len(ts), None)
+    assert r['warnings'] == [f'bytes per draft step not computed: config.json has no {field}, needed for the bytes of a draft step']

@@ -103,6 +103,8 @@ def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
     `ValueError` for `draft_vocab` < 1 and for a config lacking a dimension."""
     if draft_vocab < 1: raise ValueError(f"draft_vocab={draft_vocab}: must be >= 1 rows")
     lay = draft_layout(config); tc = lay.config
+    for k in ('hidden_size', 'vocab_size'):
+        if tc.get(k) is None: raise ValueError(f"config.json has no {k}, needed for the bytes of a draft step")
     H, V = tc['hidden_size'], tc['vocab_size']; K = min(draft_vocab, V)
     E, topk = lay.num_experts, lay.num_experts_per_tok
     lin = small = 0
@@ -175,9 +177,16 @@ def generic_checkpoint(p, config: dict, tensors: dict | None, stats: dict, why: 
 
 # %% ../nbs/03_inspect.ipynb #d4a8b6e3
 def _count_note(lay, in_weights) -> tuple[str, str | None]:
-    "(where k came from, a note when the config and the weights disagree or the config states no count) for `inspect_checkpoint`."
+    "(where k came from, a note when the config and the weights disagree, the config states no count, or vLLM builds fewer layers than either asks) for `inspect_checkpoint`."
     fam, src, kw = lay.family, lay.count_source, (max(in_weights) + 1) if in_weights else None
     keys, d = '/'.join(fam.count_keys), fam.count_default
+    want = max(lay.config.get(src) if src in fam.count_keys else 0, kw or 0)   # what the config or the weights ask for
+    if fam.max_layers is not None and want > fam.max_layers:
+        asked = f"config.json {src}={lay.config[src]}" if src in fam.count_keys else f"the weights hold {kw} MTP layers"
+        unread = [lay.ckpt_prefix(i) for i in range(fam.max_layers, kw or 0)]
+        return (src if src in fam.count_keys else 'from the weights'), (
+            f"{asked}, but vLLM's {fam.draft_class} builds {fam.max_layers} MTP layer(s) (fixed in {fam.vllm_file})"
+            + (f"; it will not read the stored {' .. '.join(dict.fromkeys((unread[0], unread[-1])))}" if unread else ''))
     if src in fam.count_keys:
         return src, (f"config.json {src}={lay.num_mtp_layers} (what vLLM builds), but the weights hold {kw} MTP layers"
                      if kw and kw != lay.num_mtp_layers else None)

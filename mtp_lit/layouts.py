@@ -68,6 +68,7 @@ class Family:
     extended: bool = True  # a `mtp_lit.plugin.DRAFTS` row (served end to end); False: the plugin's generic path, with this row's layout
     attn_config: str = ''  # prefix of the config fields vLLM builds the MTP layer's attention from ('swa_': MiMo-V2's sliding-window ones)
     ckpt_alt: tuple = ()   # other layer prefixes vLLM's loader accepts for layer i (HY V4 also takes `model.layers.{n}`)
+    max_layers: int | None = None  # most MTP layers vLLM builds whatever the count says (MiMo-V2: 1, fixed in its predictor); None: the count
 
     @property
     def vllm_module(self) -> str:   # vllm_file: a file of vllm/model_executor/models, or a package path (vLLM 0.32's vllm.models.*)
@@ -113,7 +114,7 @@ FAMILIES = (
     Family('mimo_v2', ('mimo_v2', 'mimo_v2_flash', 'mimo_v2_mtp'), ('MiMoV2FlashForCausalLM', 'MiMoV2ForCausalLM', 'MiMoV2MTPModel'),
            'MiMoV2MTP', 'MiMoV2MTPModel', 'mimo_v2_mtp.py', ('num_nextn_predict_layers',), 1, 'model.mtp.layers.{i}', (),
            'model.mtp.layers.{i}', 'model.mtp.layers.{i}', True, 'eh_proj', False, 'qkv', 'never', '', '', 'lm_head', extended=False,
-           attn_config='swa_'),
+           attn_config='swa_', max_layers=1),
 )
 
 # %% ../nbs/02_layouts.ipynb #d8947c02
@@ -201,7 +202,8 @@ def draft_layout(config, names=None) -> DraftLayout:
     """The `DraftLayout` of a checkpoint `config.json` dict (a `DraftLayout` is returned as is).
     `names`: the checkpoint's tensor names, optional; with them the layer prefix the weights use is chosen among the family's
     (`ckpt_layer`, `ckpt_alt`) and, where the config states no MTP layer count (or 0), k is the number of layers the weights hold.
-    Otherwise a missing count is vLLM's default, or 1 with a warning where vLLM has none. Raises `ValueError` naming the field when
+    Otherwise a missing count is vLLM's default, or 1 with a warning where vLLM has none. k is at most the family's `max_layers`
+    (what vLLM builds). Raises `ValueError` naming the field when
     `num_hidden_layers` or a stated count is not a non-negative integer, for a count of 0 with no MTP layer in `names`, and for a
     vLLM-rewritten draft config whose `num_hidden_layers` was zeroed (MiMo, GLM-4.x-Flash)."""
     import warnings
@@ -224,6 +226,7 @@ def draft_layout(config, names=None) -> DraftLayout:
         warnings.warn(f"config.json has no {'/'.join(fam.count_keys)} and vLLM's {fam.draft_class} has no default: assuming 1 MTP layer "
                       "(pass the checkpoint's tensor names to count them from the weights)")
         k, src = 1, 'assumed'
+    if fam.max_layers is not None: k = min(k, fam.max_layers)   # vLLM builds no more, and its loader skips the other layers' tensors
     e = tc.get('num_experts') or tc.get('n_routed_experts') or None
     return DraftLayout(fam, n, k, e, tc.get('num_experts_per_tok'), tc.get('first_k_dense_replace') or 0, tc.get('moe_layer_freq') or 1,
                        tc.get('q_lora_rank'), tc, '' if naming == fam.ckpt_layer else naming, src)
@@ -654,12 +657,15 @@ class QuantScheme:
     activation: str | None = None     # 'dynamic' | 'static' activation scales
     scale_fmt: str | None = None      # 'ue8m0': power-of-two block scales
     kv_cache: str | None = None
+    strategy: str | None = None       # compressed-tensors weight `strategy`: 'tensor' | 'channel' | 'group' | 'block'
 
     def describe(self, algo=None) -> str:
         "Human text of the scheme (or of `algo` under it): 'NVFP4 (group 16)', 'FP8 block 128x128', ..."
         a = algo or self.algo
         if a == 'FP8' and self.block_size: return f'FP8 block {self.block_size[0]}x{self.block_size[1]}' + (' (UE8M0 scales)' if self.scale_fmt == 'ue8m0' else '')
-        if a == 'FP8': return 'FP8 per-tensor' + (f' ({self.activation} activations)' if self.activation else '')
+        if a == 'FP8':
+            per = f'group {self.group_size}' if self.strategy == 'group' and self.group_size else 'per-channel' if self.strategy == 'channel' else 'per-tensor'
+            return f'FP8 {per}' + (f' ({self.activation} activations)' if self.activation else '')
         return a + (f' (group {self.group_size})' if self.group_size and 'NVFP4' in a or self.group_size and self.method in ('gptq', 'awq') else '')
 
 def quant_scheme(quant_config: dict | None) -> QuantScheme | None:
@@ -688,7 +694,8 @@ def quant_scheme(quant_config: dict | None) -> QuantScheme | None:
         bits, typ = w.get('num_bits'), w.get('type')
         algo = ('FP8' if typ == 'float' and bits == 8 else 'NVFP4' if typ == 'float' and bits == 4 else f"W{bits}A{a.get('num_bits') or 16}")
         bs = w.get('block_structure')
-        return QuantScheme(m, algo, tuple(bs) if bs else None, w.get('group_size'), None if not a else 'dynamic' if a.get('dynamic') else 'static', kv_cache=kv)
+        return QuantScheme(m, algo, tuple(bs) if bs else None, w.get('group_size'), None if not a else 'dynamic' if a.get('dynamic') else 'static',
+                           kv_cache=kv, strategy=w.get('strategy'))
     if 'gptq' in m or 'awq' in m or m == 'auto-round':
         return QuantScheme('gptq' if 'gptq' in m else 'awq' if 'awq' in m else m, f"INT{quant_config.get('bits', '?')}", group_size=quant_config.get('group_size'))
     return QuantScheme(m, m.upper(), kv_cache=kv)

@@ -163,3 +163,81 @@ def test_exclusion_of_unquantized_draft_modules_is_no_typo(tmp_path):
         warnings.simplefilter('always')
         remap_exclusions({'quantization': {'quant_algo': 'NVFP4', 'group_size': 16, 'exclude_modules': ok + ['model.layers.61.eh_prj']}}, cfg)
     assert len(w) == 1 and "'model.layers.61.eh_prj'" in str(w[0].message)
+
+
+GLM_CT = {'architectures': ['Glm4MoeForCausalLM'], 'model_type': 'glm4_moe', 'hidden_size': 256, 'intermediate_size': 512, 'head_dim': 64,
+          'moe_intermediate_size': 64, 'n_routed_experts': 8, 'n_shared_experts': 1, 'num_experts_per_tok': 2, 'first_k_dense_replace': 1,
+          'num_attention_heads': 8, 'num_key_value_heads': 2, 'num_hidden_layers': 3, 'num_nextn_predict_layers': 1, 'attention_bias': True,
+          'partial_rotary_factor': 0.5, 'vocab_size': 1000, 'topk_method': 'noaux_tc'}
+
+
+def _ct_fp8(strategy, **w):
+    return {'quant_method': 'compressed-tensors', 'format': 'float-quantized', 'ignore': ['lm_head', 're:.*mlp.gate$'],
+            'config_groups': {'group_0': {'targets': ['Linear'], 'weights': {'num_bits': 8, 'type': 'float', 'strategy': strategy, 'symmetric': True, 'dynamic': False, **w},
+                                          'input_activations': {'num_bits': 8, 'type': 'float', 'strategy': 'token', 'dynamic': True}}}}
+
+
+def test_inspect_compressed_tensors_fp8_strategy(tmp_path):
+    "compressed-tensors FP8 is named by its weights' `strategy`: per-channel (`weight_scale [out, 1]`), per-tensor, block."
+    from mtp_lit.ckpt_io import write_checkpoint
+    from mtp_lit.layouts import synth_mtp_weights, quant_scheme
+    cfg = {**GLM_CT, 'quantization_config': _ct_fp8('channel')}
+    ts = {}
+    for w in synth_mtp_weights(cfg):
+        n, s = w['name'], tuple(w['shape'])
+        if len(s) == 2 and n.endswith('.weight') and not any(x in n for x in ('eh_proj', 'shared_head', 'mlp.gate.', 'embed_tokens')):
+            ts[n] = (s, 'F8_E4M3'); ts[n[:-len('weight')] + 'weight_scale'] = ((s[0], 1), 'BF16')
+        else: ts[n] = (s, w['dtype'])
+    tgt = {'model.embed_tokens.weight': ((1000, 256), 'BF16'), 'model.norm.weight': ((256,), 'BF16'), 'lm_head.weight': ((1000, 256), 'BF16')}
+    r = inspect_checkpoint(write_checkpoint(tmp_path / 'ch', cfg, _holes({**tgt, **ts}), shards=2, last=list(ts)))
+    assert (r['family'], r['gaps'], r['quant']['describe']) == ('glm4_moe', [], 'FP8 per-channel (dynamic activations)'), r['gaps']
+    assert {m['module']: m['why'] for m in r['modules']}['model.layers.3.self_attn.o_proj'] == 'FP8 per-channel (dynamic activations)'
+    assert quant_scheme(_ct_fp8('tensor')).describe() == 'FP8 per-tensor (dynamic activations)'
+    assert quant_scheme(_ct_fp8('block', block_structure=[128, 128])).describe() == 'FP8 block 128x128'
+
+
+@pytest.mark.parametrize("field", ['hidden_size', 'vocab_size'])
+def test_inspect_config_lacking_a_dimension(field, tmp_path):
+    "A config.json without hidden_size / vocab_size: the draft is still described; the bytes-per-step warning names the file and the field."
+    import warnings
+    from mtp_lit.ckpt_io import write_checkpoint
+    from mtp_lit.layouts import synth_mtp_weights
+    ts = {w['name']: (tuple(w['shape']), w['dtype']) for w in synth_mtp_weights(GLM_CT)}
+    tgt = {'model.embed_tokens.weight': ((1000, 256), 'BF16'), 'model.norm.weight': ((256,), 'BF16'), 'lm_head.weight': ((1000, 256), 'BF16')}
+    cfg = {k: v for k, v in GLM_CT.items() if k != field}
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        r = inspect_checkpoint(write_checkpoint(tmp_path / field, cfg, _holes({**tgt, **ts}), shards=1))
+    assert (r['family'], r['draft_tensors'], r['bytes_per_draft_step']) == ('glm4_moe', len(ts), None)
+    assert r['warnings'] == [f'bytes per draft step not computed: config.json has no {field}, needed for the bytes of a draft step']
+
+
+def test_inspect_mimo_v2_builds_one_mtp_layer(tmp_path):
+    "MiMo-V2-Flash stores 3 MTP layers and says so; vLLM's MiMoV2MTP builds one (a fixed count): a note names the layers it will not read."
+    import warnings
+    from mtp_lit.ckpt_io import write_checkpoint
+    from mtp_lit.layouts import synth_mtp_weights, draft_layout
+    cfg = {'architectures': ['MiMoV2FlashForCausalLM'], 'model_type': 'mimo_v2_flash', 'hidden_size': 256, 'intermediate_size': 512,
+           'num_attention_heads': 8, 'num_key_value_heads': 4, 'head_dim': 48, 'v_head_dim': 32, 'swa_num_attention_heads': 8,
+           'swa_num_key_value_heads': 8, 'swa_head_dim': 48, 'swa_v_head_dim': 32, 'sliding_window': 128, 'num_hidden_layers': 4,
+           'num_nextn_predict_layers': 3, 'vocab_size': 1000, 'add_swa_attention_sink_bias': True, 'hybrid_layer_pattern': [0, 1, 1, 1],
+           'layernorm_epsilon': 1e-5}
+    assert draft_layout(cfg).num_mtp_layers == 1
+    l0 = {w['name']: (tuple(w['shape']), w['dtype']) for w in synth_mtp_weights(cfg)}
+    ts = {n.replace('mtp.layers.0.', f'mtp.layers.{i}.'): v for i in range(3) for n, v in l0.items()}
+    tgt = {'model.embed_tokens.weight': ((1000, 256), 'BF16'), 'model.norm.weight': ((256,), 'BF16'), 'lm_head.weight': ((1000, 256), 'BF16')}
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        r = inspect_checkpoint(write_checkpoint(tmp_path / 'mimo2', cfg, _holes({**tgt, **ts}), shards=2, last=list(ts)))
+    assert [str(x.message) for x in w] == []
+    assert (r['family'], r['mtp_layers'], r['mtp_count_key'], r['mtp_layers_in_weights'], r['gaps']) == ('mimo_v2', 1, 'num_nextn_predict_layers', 3, [])
+    assert [(l['checkpoint'], l['vllm_params'], l['tensors']) for l in r['layers']] == [('model.mtp.layers.0', 'model.mtp.layers.0', len(l0))]
+    assert r['mtp_layers_note'] == ("config.json num_nextn_predict_layers=3, but vLLM's MiMoV2MTP builds 1 MTP layer(s) (fixed in mimo_v2_mtp.py); "
+                                    "it will not read the stored model.mtp.layers.1 .. model.mtp.layers.2")
+    assert {m['module'].split('.')[3] for m in r['modules']} == {'0'}
+    # no count in the config: the weights' 2 layers, of which vLLM reads the first
+    cfg2 = {k: v for k, v in cfg.items() if k != 'num_nextn_predict_layers'}
+    ts2 = {n: v for n, v in ts.items() if 'layers.2.' not in n}
+    r = inspect_checkpoint(write_checkpoint(tmp_path / 'mimo2b', cfg2, _holes({**tgt, **ts2}), shards=1))
+    assert (r['mtp_layers'], r['mtp_count_key'], r['mtp_layers_note']) == (1, 'from the weights', "the weights hold 2 MTP layers, but vLLM's MiMoV2MTP "
+                                                                           "builds 1 MTP layer(s) (fixed in mimo_v2_mtp.py); it will not read the stored model.mtp.layers.1")

@@ -95,6 +95,10 @@ PROOFS = {   # registry key -> (what proves the class, the pytest node that does
     **{k: (SERVED, f"tests/test_families_e2e.py::test_family_fp8_draft[{r.name}]") for k, r in DRAFTS.items()},
     'ErnieMTPModel': (SERVED, 'tests/test_bad_inputs.py::test_engine_generic_draft_fp8_window_head'),
     'HYV3MTPModel': (BUILT, 'tests/test_bad_inputs.py::test_load_generic_moe_experts_fp8'),   # FP8 routed experts, no engine
+    # built by vLLM's loader from a tiny config with MTP_FP8 (a draft window unless MLA), no engine (`tests/generic_drafts.py`)
+    **{k: (BUILT, f'tests/test_bad_inputs.py::test_load_generic_draft_classes[{k}]') for k in (
+        'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel', 'Exaone4_5_MTP', 'ExaoneMoeMTP', 'GlmOcrMTPModel', 'HYV4MTPModel',
+        'LongCatFlashMTPModel', 'MiMoV2OmniMTPModel', 'OpenPanguMTPModel', 'Step3p5MTP')},
 }
 
 def proof(key: str) -> tuple:

@@ -135,7 +135,8 @@ def _main(cases_json, out_json):
         print(f'{_MARK}{name}', flush=True); t0 = time.time()
         try:
             m = load_draft(model, k, env, *ea)
-            r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None, 'nonfinite': _nonfinite(m),
+            r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None,
+                 'bases': [f'{c.__module__}.{c.__qualname__}' for c in type(m).__mro__[1:]], 'nonfinite': _nonfinite(m),
                  'fp8': sorted(n for n, p in m.named_parameters() if p.dtype == torch.float8_e4m3fn),
                  'windows': sorted({a.sliding_window for a in m.modules() if type(a).__name__ == 'Attention'}, key=str),
                  'head': list(m.draft_lm_head.weight.shape) if hasattr(m, 'draft_lm_head') else None,

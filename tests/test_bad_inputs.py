@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bad_inputs import copy_ckpt, drop_tensor, edit_config, edit_tensors, load_drafts, set_tensor, tiny_ernie_checkpoint
 import generic_moe as gm  # noqa: E402
 from generic_moe import tiny_hy_v3  # noqa: E402
+import generic_drafts as gd  # noqa: E402
 
 from mtp_lit.ckpt_io import list_tensors, read_safetensors_header
 from mtp_lit.convert import quantize, tiny_mtp_checkpoint
@@ -368,6 +369,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'ernie+dv-nofile':   ('ernie-nofile', {}, 1),
     'deepseek+draft-vocab': ('deepseek-dv', {'MTP_FP8': '1'}, 1),   # a row whose head applies shared_head.norm first
     'hy_v3+fp8':         ('hy_v3', {'MTP_FP8': '1'}, 3, {'load_format': 'dummy'}),   # generic MoE experts (`generic_moe`)
+    **{f'generic:{k}': (f'generic:{k}', gd.env(k), 1, gd.engine_args(k)) for k in gd.TINY_CONFIGS},   # `generic_drafts`
 }
 
 
@@ -398,6 +400,7 @@ def loads(root, fp8, dv, corpus):
     import tiny_families as tf
     b['deepseek-dv'] = build_draft_vocab(tf.build('deepseek_v3', L / 'deepseek'), corpus, 1024, L / 'deepseek-dv', progress=False)
     b['hy_v3'] = tiny_hy_v3(L / 'hy_v3')
+    b.update({f'generic:{k}': gd.tiny_generic(k, L / 'generic' / k) for k in gd.TINY_CONFIGS})
     b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
     b['legacy'] = lg = copy_ckpt(TINY, L / 'legacy')          # the downstream patch's format: ids in a .pt, rows in the shards
@@ -581,6 +584,24 @@ def test_load_generic_moe_experts_fp8(loads):
     assert 0.01 < r['out_rel_err'] < 0.08, r              # two e4m3 matmuls against BF16 experts on the same weights (measured 0.047)
     assert r['out_rel_err_bf16'] < 0.005, r               # while BF16 rounding alone of the reference is 0.002
     assert r['out_norm'] > 0
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize('key', sorted(gd.TINY_CONFIGS))
+def test_load_generic_draft_classes(loads, key):
+    """Each MTP draft class of `generic_drafts` built by vLLM's loader from its tiny config with MTP_FP8 (and a 16-token draft
+    window unless MLA): mtp_lit's subclass of vLLM's class, every parameter finite, e4m3 parameters, the window set; or, for a
+    class that cannot be built (`generic_drafts.REFUSED`), the clear error it raises."""
+    from mtp_lit.plugin import draft_status
+    row = next(r for r in draft_status() if r['key'] == key)
+    h = loads[f'generic:{key}']
+    if key in gd.REFUSED:
+        assert not h['loaded'] and re.search(gd.REFUSED[key], h['error']), h
+        return
+    assert h['loaded'] and h['class'] == f"mtp_lit.plugin.{row['class']}" and h['nonfinite'] == [], h
+    assert h['bases'][0].rsplit('.', 1)[1] == row['class'] and h['bases'][0].startswith('vllm.'), h['bases']
+    assert h['fp8'], h
+    assert (set(h['windows']) <= {None}) if key in gd.MLA else h['windows'] == [16], h   # MLA: no sliding-window path
 
 
 @pytest.fixture(scope='module')

@@ -1,0 +1,118 @@
+"""Tiny configs of the MTP draft classes vLLM registers that mtp_lit has no family row for (issue 18): each built by vLLM's own
+draft loader with `MTP_FP8=1` (and a draft window where the class takes one) and `--load-format dummy`, without an engine,
+as cases of `tests/test_bad_inputs.py`'s one loader process (`bad_inputs.load_drafts`).
+
+`TINY_CONFIGS` maps the registry key of the draft class to the TARGET model's config.json (hidden size 64, one target layer,
+vocab 4096, 4 experts where MoE): vLLM's `SpeculativeConfig.hf_config_override` turns it into the draft's config as it does
+for a real checkpoint. `tiny_generic(key, dst)` writes it with the embedded checkpoint's tokenizer files and no weights.
+"""
+import json
+from pathlib import Path
+
+V, H = 4096, 64
+ROPE = {'rope_type': 'default', 'rope_theta': 10000.0}
+BASE = dict(vocab_size=V, hidden_size=H, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+            head_dim=32, hidden_act='silu', max_position_embeddings=512, rms_norm_eps=1e-6, tie_word_embeddings=False,
+            num_nextn_predict_layers=1, bos_token_id=0, eos_token_id=0, pad_token_id=0, torch_dtype='bfloat16', rope_parameters=ROPE)
+MOE = dict(num_experts=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1, num_shared_experts=1,
+           first_k_dense_replace=0, moe_layer_freq=1, n_group=1, topk_group=1, norm_topk_prob=True, routed_scaling_factor=1.0)
+MLA_DIMS = dict(q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=16)
+BAILING = dict(use_bias=False, use_qkv_bias=False, moe_shared_expert_intermediate_size=32, layer_group_size=1, attention_type='mla',
+               score_function='sigmoid', moe_router_enable_expert_bias=True, use_qk_norm=True, q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=16)
+
+
+def _cfg(arch, model_type, moe=False, **kw) -> dict:
+    return {'architectures': [arch], 'model_type': model_type, **BASE, **(MOE if moe else {}), **kw}
+
+
+TINY_CONFIGS = {
+    'ExaoneMoeMTP': _cfg('ExaoneMoeForCausalLM', 'exaone_moe', True, layer_types=['full_attention'], mlp_layer_types=['sparse'],
+                         sliding_window=4096),
+    'LongCatFlashMTPModel': _cfg('LongcatFlashForCausalLM', 'longcat_flash', True, num_layers=1, ffn_hidden_size=128, q_lora_rank=32,
+                                 kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=16, moe_topk=2,
+                                 zero_expert_num=0, expert_ffn_hidden_size=32,
+                                 mla_scale_q_lora=True, mla_scale_kv_lora=True),
+    'MiMoV2MTPModel': _cfg('MiMoV2FlashForCausalLM', 'mimo_v2_flash', True, head_dim=32, v_head_dim=32, sliding_window=64,
+                           layer_types=['full_attention'], mlp_layer_types=['sparse'], swa_head_dim=32, swa_v_head_dim=32,
+                           swa_num_attention_heads=2, swa_num_key_value_heads=1, layernorm_epsilon=1e-6, attention_bias=False),
+    'NemotronHMTPModel': _cfg('NemotronHForCausalLM', 'nemotron_h', True, layers_block_type=['attention'],
+                              mtp_layers_block_type=['attention'], mtp_hybrid_override_pattern='*', hybrid_override_pattern='*',
+                              mlp_hidden_act='relu2', layer_norm_epsilon=1e-5, moe_shared_expert_intermediate_size=32,
+                              mamba_num_heads=2, mamba_head_dim=32, ssm_state_size=16, n_groups=1),
+    # Step3p5Config cuts layer_types to num_hidden_layers, so the MTP layer (index num_hidden_layers) must have none
+    'Step3p5MTP': _cfg('Step3p5ForCausalLM', 'step3p5', True, moe_num_experts=4, moe_top_k=2, share_expert_dim=32, moe_layers_enum='1',
+                       num_attention_groups=1, max_seq_len=512, rope_theta=10000.0, swiglu_limits=[0] * 4, swiglu_limits_shared=[0] * 4,
+                       use_rope_layers=[True] * 4, partial_rotary_factors=[1.0] * 4),
+    'HYV4MTPModel': _cfg('HYV4ForCausalLM', 'hy_v4', True, **MLA_DIMS),
+    'DeepSeekV4MTPModel': _cfg('DeepseekV4ForCausalLM', 'deepseek_v4', True, **MLA_DIMS, hc_mult=2, hc_eps=1e-6, hc_sinkhorn_iters=2,
+                               index_topk=8, num_hash_layers=0, swiglu_limit=0.0, compress_rope_theta=10000.0),
+    'DeepseekV32MTPModel': _cfg('DeepseekV32ForCausalLM', 'deepseek_v32', True, **MLA_DIMS, index_topk=8, index_n_heads=2, index_head_dim=32),
+    'Dots3NoteMTPModel': _cfg('Dots3NoteForCausalLM', 'dots3_note', True, **MLA_DIMS, layer_types=['full_attention']),
+    'InklingMTPModel': _cfg('InklingForCausalLM', 'inkling_model', True, **MLA_DIMS, mtp_config={'num_nextn_predict_layers': 1}),
+    'Qwen4ExpMTP': _cfg('Qwen4ExpForCausalLM', 'qwen4_exp', True, **MLA_DIMS, hc_count=2),
+    'MiniMaxM3MTP': _cfg('MiniMaxM3MTP', 'minimax_m3_mtp', True, **MLA_DIMS, num_mtp_modules=1, hidden_act='swigluoai', moe_layer_freq=[1] * 4,
+                         sparse_attention_config={'use_sparse_attention': False, 'sparse_index_dim': 32, 'sparse_num_index_heads': 1,
+                                                  'sparse_topk_blocks': 2, 'sparse_block_size': 16, 'sparse_disable_index_value': [1] * 4,
+                                                  'sparse_score_type': 'max', 'sparse_init_block': 0, 'sparse_local_block': 1,
+                                                  'sparse_attention_freq': [0] * 4}),
+    'OpenPanguMTPModel': _cfg('PanguUltraMoEForCausalLM', 'pangu_ultra_moe', True, q_lora_rank=32, kv_lora_rank=32,
+                              qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=16),
+    'BailingMoeV25MTPModel': _cfg('BailingMoeV2_5ForCausalLM', 'bailing_hybrid', True, **BAILING),
+    'BailingMoeV3MTPModel': _cfg('BailingMoeV3ForCausalLM', 'bailing_moe_v3', True, **BAILING, rope_theta=10000.0,
+                                 short_conv_kernel_size=4),
+    'MiMoV2OmniMTPModel': {},   # MiMoV2MTPModel's config, the Omni target (below)
+    'Exaone4_5_MTP': {'architectures': ['Exaone4_5_ForConditionalGeneration'], 'model_type': 'exaone4_5', **BASE,
+                      'text_config': {**BASE, 'model_type': 'exaone4', 'sliding_window': 4096, 'layer_types': ['full_attention']}},
+    'GlmOcrMTPModel': {'architectures': ['GlmOcrForConditionalGeneration'], 'model_type': 'glm_ocr', 'tie_word_embeddings': False,
+                       'torch_dtype': 'bfloat16', 'num_nextn_predict_layers': 1,
+                       'text_config': {**BASE, 'model_type': 'glm_ocr_text', 'partial_rotary_factor': 0.5}},
+}
+# no draft window: mtp_lit refuses it (MLA attention, or Inkling's attention that is not vLLM's plain Attention layer)
+MLA = {'LongCatFlashMTPModel', 'OpenPanguMTPModel', 'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel', 'HYV4MTPModel', 'DeepseekV32MTPModel',
+       'InklingMTPModel'}
+# classes that do not build, with the clear error each raises (they stay UNPROVEN in `mtp_lit.plugin.PROOFS`):
+REFUSED = {
+    # mtp_lit's layout row for MiMo-V2 expects eh_proj to be a torch nn.Linear; vLLM 0.32 builds it as a ReplicatedLinear
+    'MiMoV2MTPModel': r"^RuntimeError: MiMoV2MTPModel: model\.mtp\.layers\.0\.eh_proj is ReplicatedLinear, not the torch nn\.Linear DRAFTS expects$",
+    # its MoE MTP layer ('E') is a non-gated relu2 MoE, which vLLM CPU cannot build (is_act_and_mul=False is CUDA/XPU/ROCm only);
+    # with attention layers only ('*') no layer takes the draft's quant config, and mtp_lit refuses MTP_FP8
+    # vLLM's CPU build of DeepSeek-V4 has a stub MTP class
+    'DeepSeekV4MTPModel': r"^NotImplementedError: DeepSeek-V4 speculative decoding \(MTP\) is not implemented on CPU\.$",
+    # its indexer (sparse) attention needs CUDA ops
+    'DeepseekV32MTPModel': r"^NotImplementedError: Sparse Attention is not supported on CPU\.$",
+    # vLLM cannot inspect the target architecture on CPU (its implementation imports the NVIDIA/ROCm modules only)
+    'Dots3NoteMTPModel': r"Model architectures \['Dots3NoteForCausalLM'\] failed to be inspected",
+    # no layer of these drafts takes the draft's quant config (their layers build their own linears): mtp_lit refuses MTP_FP8
+    'InklingMTPModel': r"^ValueError: env MTP_FP8: the FP8 draft is not supported for InklingMTPModel drafts \(no layer of InklingMTP is built",
+    'Qwen4ExpMTP': r"^ValueError: env MTP_FP8: the FP8 draft is not supported for Qwen4ExpMTP drafts \(no layer of Qwen4ExpMTP is built",
+    # its experts' activation is SwiGLU-OAI (the only one vLLM's MiniMax M3 takes); mtp_lit's FP8 experts compute SiLU and GELU only
+    'MiniMaxM3MTP': r"^ValueError: model\.layers\.0\.block_sparse_moe\.experts: FP8 draft experts: activation MoEActivation\.SWIGLUOAI_UNINTERLEAVE is not supported",
+    'NemotronHMTPModel': r"^ValueError: env MTP_FP8: the FP8 draft is not supported for NemotronHMTPModel drafts \(no layer of NemotronHMTP is built",
+}
+TINY_CONFIGS['MiMoV2OmniMTPModel'] = {**TINY_CONFIGS['MiMoV2MTPModel'], 'architectures': ['MiMoV2OmniForCausalLM'], 'model_type': 'mimo_v2'}
+REMOTE = {'MiMoV2OmniMTPModel', 'OpenPanguMTPModel', 'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel'}   # model types transformers lacks: a config class in the directory
+
+
+def env(key) -> dict:
+    "The mtp_lit options loading `key`: the FP8 draft, and a 16-token draft window unless its attention is MLA."
+    return {'MTP_FP8': '1', **({} if key in MLA else {'MTP_DRAFT_WINDOW': '16'})}
+
+
+def engine_args(key) -> dict:
+    "The engine arguments loading `key`'s tiny directory: dummy weights, and remote code where the config class ships in it."
+    return {'load_format': 'dummy', **({'trust_remote_code': True} if key in REMOTE else {})}
+
+
+def tiny_generic(key, dst) -> Path:
+    "A tiny model directory at `dst` whose MTP draft is vLLM's class `key`: `TINY_CONFIGS[key]` and tokenizer files, no weights."
+    import shutil
+    from mtp_lit.model import checkpoint_path
+    dst = Path(dst); dst.mkdir(parents=True)
+    cfg = dict(TINY_CONFIGS[key])
+    if key in REMOTE:   # as the real checkpoints do: config.json names a PretrainedConfig subclass shipped beside it
+        cfg['auto_map'] = {'AutoConfig': 'configuration_tiny.TinyConfig'}
+        (dst / 'configuration_tiny.py').write_text("from transformers import PretrainedConfig\n\n\n"
+                                                   f"class TinyConfig(PretrainedConfig):\n    model_type = {cfg['model_type']!r}\n")
+    (dst / 'config.json').write_text(json.dumps(cfg, indent=1))
+    for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'): shutil.copy(checkpoint_path('qwen3_5-tiny') / f, dst / f)
+    return dst

@@ -98,7 +98,7 @@ PROOFS = {   # registry key -> (what proves the class, the pytest node that does
     # built by vLLM's loader from a tiny config with MTP_FP8 (a draft window unless MLA), no engine (`tests/generic_drafts.py`)
     **{k: (BUILT, f'tests/test_bad_inputs.py::test_load_generic_draft_classes[{k}]') for k in (
         'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel', 'Exaone4_5_MTP', 'ExaoneMoeMTP', 'GlmOcrMTPModel', 'HYV4MTPModel',
-        'LongCatFlashMTPModel', 'MiMoV2OmniMTPModel', 'OpenPanguMTPModel', 'Step3p5MTP')},
+        'LongCatFlashMTPModel', 'MiMoV2MTPModel', 'MiMoV2OmniMTPModel', 'OpenPanguMTPModel', 'Step3p5MTP')},
 }
 
 def proof(key: str) -> tuple:
@@ -488,21 +488,27 @@ def _layer_quant_prefix(parent, path: str) -> str:
 
 def swap_plain_linears(b: 'DraftBuild', draft, quant_config) -> list:
     """Replace each `nn.Linear` of `draft` named in `b.plain_linears` by a vLLM `ReplicatedLinear` (same sizes, bias and
-    dtype, `return_bias=False`) built with `quant_config`; returns the quant prefixes swapped (also in `b.swapped`). With a
-    row, raises `RuntimeError` when a named module is missing or is not an `nn.Linear` (the row no longer matches vLLM's
-    class); without one (`GENERIC_PLAIN_LINEARS`), swaps the torch `nn.Linear` modules of those names that the draft has."""
+    dtype, `return_bias=False`) built with `quant_config`; with a row, also a vLLM `ReplicatedLinear` built without a quant
+    config (keeping its `return_bias`). Returns the quant prefixes swapped (also in `b.swapped`). With a row, raises
+    `RuntimeError` when a named module is missing or is neither (the row no longer matches vLLM's class); without one
+    (`GENERIC_PLAIN_LINEARS`), swaps the torch `nn.Linear` modules of those names that the draft has."""
     import torch
     from vllm.model_executor.layers.linear import ReplicatedLinear
     found = []
     for path, mod in list(draft.named_modules()):
         for child_name, child in list(mod.named_children()):
             if child_name not in b.plain_linears: continue
-            if type(child) is not torch.nn.Linear:
+            plain = type(child) is torch.nn.Linear
+            bare = (b.row is not None and type(child) is ReplicatedLinear   # a vLLM linear its class built without the quant config
+                    and type(child.quant_method).__name__ == 'UnquantizedLinearMethod')
+            if not (plain or bare):
                 if b.row is None: continue
-                raise RuntimeError(f"{b.key}: {path}.{child_name} is {type(child).__name__}, not the torch nn.Linear DRAFTS expects")
+                raise RuntimeError(f"{b.key}: {path}.{child_name} is {type(child).__name__}, not the torch nn.Linear or unquantized "
+                                   "ReplicatedLinear the family table expects")
             prefix = f"{_layer_quant_prefix(mod, path)}.{child_name}"
-            new = ReplicatedLinear(child.in_features, child.out_features, bias=child.bias is not None, params_dtype=child.weight.dtype,
-                                   quant_config=quant_config, prefix=prefix, return_bias=False)
+            sizes = (child.in_features, child.out_features) if plain else (child.input_size, child.output_size)
+            new = ReplicatedLinear(*sizes, bias=child.bias is not None, params_dtype=child.weight.dtype, quant_config=quant_config,
+                                   prefix=prefix, return_bias=False if plain else child.return_bias)
             setattr(mod, child_name, new.to(child.weight.device))
             found.append(prefix)
     if not found and b.row is not None:

@@ -72,8 +72,6 @@ MLA = {'LongCatFlashMTPModel', 'OpenPanguMTPModel', 'BailingMoeV25MTPModel', 'Ba
        'InklingMTPModel'}
 # classes that do not build, with the clear error each raises (they stay UNPROVEN in `mtp_lit.plugin.PROOFS`):
 REFUSED = {
-    # mtp_lit's layout row for MiMo-V2 expects eh_proj to be a torch nn.Linear; vLLM 0.32 builds it as a ReplicatedLinear
-    'MiMoV2MTPModel': r"^RuntimeError: MiMoV2MTPModel: model\.mtp\.layers\.0\.eh_proj is ReplicatedLinear, not the torch nn\.Linear DRAFTS expects$",
     # its MoE MTP layer ('E') is a non-gated relu2 MoE, which vLLM CPU cannot build (is_act_and_mul=False is CUDA/XPU/ROCm only);
     # with attention layers only ('*') no layer takes the draft's quant config, and mtp_lit refuses MTP_FP8
     # vLLM's CPU build of DeepSeek-V4 has a stub MTP class

@@ -601,6 +601,8 @@ def test_load_generic_draft_classes(loads, key):
     assert h['loaded'] and h['class'] == f"mtp_lit.plugin.{row['class']}" and h['nonfinite'] == [], h
     assert h['bases'][0].rsplit('.', 1)[1] == row['class'] and h['bases'][0].startswith('vllm.'), h['bases']
     assert h['fp8'], h
+    if key == 'MiMoV2MTPModel':   # its eh_proj, a ReplicatedLinear vLLM builds without the quant config, swapped for an FP8 one
+        assert 'model.mtp.layers.0.eh_proj.weight' in h['fp8'], h['fp8']
     assert (set(h['windows']) <= {None}) if key in gd.MLA else h['windows'] == [16], h   # MLA: no sliding-window path
 
 

@@ -98,7 +98,8 @@ PROOFS = {   # registry key -> (what proves the class, the pytest node that does
     # built by vLLM's loader from a tiny config with MTP_FP8 (a draft window unless MLA), no engine (`tests/generic_drafts.py`)
     **{k: (BUILT, f'tests/test_bad_inputs.py::test_load_generic_draft_classes[{k}]') for k in (
         'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel', 'Exaone4_5_MTP', 'ExaoneMoeMTP', 'GlmOcrMTPModel', 'HYV4MTPModel',
-        'LongCatFlashMTPModel', 'MiMoV2MTPModel', 'MiMoV2OmniMTPModel', 'OpenPanguMTPModel', 'Step3p5MTP')},
+        'InklingMTPModel', 'LongCatFlashMTPModel', 'MiMoV2MTPModel', 'MiMoV2OmniMTPModel', 'OpenPanguMTPModel',
+        'Step3p5MTP')},
 }
 
 def proof(key: str) -> tuple:
@@ -488,10 +489,10 @@ def _layer_quant_prefix(parent, path: str) -> str:
 
 def swap_plain_linears(b: 'DraftBuild', draft, quant_config) -> list:
     """Replace each `nn.Linear` of `draft` named in `b.plain_linears` by a vLLM `ReplicatedLinear` (same sizes, bias and
-    dtype, `return_bias=False`) built with `quant_config`; with a row, also a vLLM `ReplicatedLinear` built without a quant
-    config (keeping its `return_bias`). Returns the quant prefixes swapped (also in `b.swapped`). With a row, raises
+    dtype, `return_bias=False`) built with `quant_config`, and likewise a vLLM `ReplicatedLinear` its class built without a
+    quant config (keeping its `return_bias`). Returns the quant prefixes swapped (also in `b.swapped`). With a row, raises
     `RuntimeError` when a named module is missing or is neither (the row no longer matches vLLM's class); without one
-    (`GENERIC_PLAIN_LINEARS`), swaps the torch `nn.Linear` modules of those names that the draft has."""
+    (`GENERIC_PLAIN_LINEARS`), swaps the modules of those names that the draft has."""
     import torch
     from vllm.model_executor.layers.linear import ReplicatedLinear
     found = []
@@ -499,8 +500,7 @@ def swap_plain_linears(b: 'DraftBuild', draft, quant_config) -> list:
         for child_name, child in list(mod.named_children()):
             if child_name not in b.plain_linears: continue
             plain = type(child) is torch.nn.Linear
-            bare = (b.row is not None and type(child) is ReplicatedLinear   # a vLLM linear its class built without the quant config
-                    and type(child.quant_method).__name__ == 'UnquantizedLinearMethod')
+            bare = type(child) is ReplicatedLinear and type(child.quant_method).__name__ == 'UnquantizedLinearMethod'   # built without the quant config
             if not (plain or bare):
                 if b.row is None: continue
                 raise RuntimeError(f"{b.key}: {path}.{child_name} is {type(child).__name__}, not the torch nn.Linear or unquantized "

@@ -80,8 +80,7 @@ REFUSED = {
     'DeepseekV32MTPModel': r"^NotImplementedError: Sparse Attention is not supported on CPU\.$",
     # vLLM cannot inspect the target architecture on CPU (its implementation imports the NVIDIA/ROCm modules only)
     'Dots3NoteMTPModel': r"Model architectures \['Dots3NoteForCausalLM'\] failed to be inspected",
-    # no layer of these drafts takes the draft's quant config (their layers build their own linears): mtp_lit refuses MTP_FP8
-    'InklingMTPModel': r"^ValueError: env MTP_FP8: the FP8 draft is not supported for InklingMTPModel drafts \(no layer of InklingMTP is built",
+    # no layer of this draft takes the draft's quant config (its layers build their own linears): mtp_lit refuses MTP_FP8
     'Qwen4ExpMTP': r"^ValueError: env MTP_FP8: the FP8 draft is not supported for Qwen4ExpMTP drafts \(no layer of Qwen4ExpMTP is built",
     # its experts' activation is SwiGLU-OAI (the only one vLLM's MiniMax M3 takes); mtp_lit's FP8 experts compute SiLU and GELU only
     'MiniMaxM3MTP': r"^ValueError: model\.layers\.0\.block_sparse_moe\.experts: FP8 draft experts: activation MoEActivation\.SWIGLUOAI_UNINTERLEAVE is not supported",

@@ -1,6 +1,7 @@
 """Tiny configs of the MTP draft classes vLLM registers that mtp_lit has no family row for (issue 18): each built by vLLM's own
-draft loader with `MTP_FP8=1` (and a draft window where the class takes one) and `--load-format dummy`, without an engine,
-as cases of `tests/test_bad_inputs.py`'s one loader process (`bad_inputs.load_drafts`).
+draft loader with `MTP_FP8=1` (unless the load refuses it for the class: `NO_FP8`, pinned by a second case) and a draft window
+where the class takes one, with `--load-format dummy`, without an engine, as cases of `tests/test_bad_inputs.py`'s one loader
+process (`bad_inputs.load_drafts`).
 
 `TINY_CONFIGS` maps the registry key of the draft class to the TARGET model's config.json (hidden size 64, one target layer,
 vocab 4096, 4 experts where MoE): vLLM's `SpeculativeConfig.hf_config_override` turns it into the draft's config as it does
@@ -67,9 +68,10 @@ TINY_CONFIGS = {
                        'torch_dtype': 'bfloat16', 'num_nextn_predict_layers': 1,
                        'text_config': {**BASE, 'model_type': 'glm_ocr_text', 'partial_rotary_factor': 0.5}},
 }
-# no draft window: mtp_lit refuses it (MLA attention, or Inkling's attention that is not vLLM's plain Attention layer)
+# no draft window: mtp_lit refuses it (MLA attention, Inkling's attention that is not vLLM's plain Attention layer, MiniMax-M3's sparse
+# attention: `MINIMAX_WINDOW`)
 MLA = {'LongCatFlashMTPModel', 'OpenPanguMTPModel', 'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel', 'HYV4MTPModel', 'DeepseekV32MTPModel',
-       'InklingMTPModel'}
+       'InklingMTPModel', 'MiniMaxM3MTP'}
 # classes that do not build, with the clear error each raises (they stay UNPROVEN in `mtp_lit.plugin.PROOFS`):
 REFUSED = {
     # its MoE MTP layer ('E') is a non-gated relu2 MoE, which vLLM CPU cannot build (is_act_and_mul=False is CUDA/XPU/ROCm only);
@@ -80,19 +82,25 @@ REFUSED = {
     'DeepseekV32MTPModel': r"^NotImplementedError: Sparse Attention is not supported on CPU\.$",
     # vLLM cannot inspect the target architecture on CPU (its implementation imports the NVIDIA/ROCm modules only)
     'Dots3NoteMTPModel': r"Model architectures \['Dots3NoteForCausalLM'\] failed to be inspected",
-    # no layer of this draft takes the draft's quant config (its layers build their own linears): mtp_lit refuses MTP_FP8
-    'Qwen4ExpMTP': r"^ValueError: env MTP_FP8: the FP8 draft is not supported for Qwen4ExpMTP drafts \(no layer of Qwen4ExpMTP is built",
-    # its experts' activation is SwiGLU-OAI (the only one vLLM's MiniMax M3 takes); mtp_lit's FP8 experts compute SiLU and GELU only
-    'MiniMaxM3MTP': r"^ValueError: model\.layers\.0\.block_sparse_moe\.experts: FP8 draft experts: activation MoEActivation\.SWIGLUOAI_UNINTERLEAVE is not supported",
     'NemotronHMTPModel': r"^ValueError: env MTP_FP8: the FP8 draft is not supported for NemotronHMTPModel drafts \(no layer of NemotronHMTP is built",
 }
 TINY_CONFIGS['MiMoV2OmniMTPModel'] = {**TINY_CONFIGS['MiMoV2MTPModel'], 'architectures': ['MiMoV2OmniForCausalLM'], 'model_type': 'mimo_v2'}
 REMOTE = {'MiMoV2OmniMTPModel', 'OpenPanguMTPModel', 'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel'}   # model types transformers lacks: a config class in the directory
 
 
+# classes whose FP8 draft the load refuses (`mtp_lit.plugin.option_status` says why): built with the window only, and a second case
+# (`fp8_env`) pins the refusal
+NO_FP8 = {'Qwen4ExpMTP'}
+
+
 def env(key) -> dict:
-    "The mtp_lit options loading `key`: the FP8 draft, and a 16-token draft window unless its attention is MLA."
-    return {'MTP_FP8': '1', **({} if key in MLA else {'MTP_DRAFT_WINDOW': '16'})}
+    "The mtp_lit options loading `key`: the FP8 draft unless refused for it, and a 16-token draft window unless its attention is MLA."
+    return {**({} if key in NO_FP8 else {'MTP_FP8': '1'}), **({} if key in MLA else {'MTP_DRAFT_WINDOW': '16'})}
+
+
+def fp8_env(key) -> dict:
+    "The FP8 draft alone, for a class of `NO_FP8`: the case whose load is refused."
+    return {'MTP_FP8': '1'}
 
 
 def engine_args(key) -> dict:

@@ -31,6 +31,21 @@ def tiny_hy_v3(dst) -> Path:
     return dst
 
 
+def _reference_act(layer):
+    "The experts' gated activation `[.., 2I] -> [.., I]` as vLLM's own torch code computes it for `layer` (SiLU, or SwiGLU-OAI on the packed layout)."
+    import torch
+    from types import SimpleNamespace
+    from vllm.model_executor.layers.activation import SiluAndMulWithClamp
+    act = layer.activation.value
+    elementwise = {'silu': torch.nn.functional.silu, 'gelu': torch.nn.functional.gelu,
+                   'gelu_tanh': lambda g: torch.nn.functional.gelu(g, approximate='tanh')}
+    if act in elementwise: return lambda v: elementwise[act](v.chunk(2)[0]) * v.chunk(2)[1]
+    assert act == 'swigluoai_uninterleave', act
+    a, b = layer.swiglu_alpha, layer.swiglu_beta
+    p = SimpleNamespace(swiglu_limit=layer.swiglu_limit, alpha=1.0 if a is None else a, beta=0.0 if b is None else b)
+    return lambda v: SiluAndMulWithClamp.forward_native(p, v)
+
+
 def probe_experts(m) -> dict | None:
     "For a draft `m` loaded with `--load-format dummy`: its first FP8 routed experts on random tokens against BF16 experts of the same weights (None: no FP8 experts)."
     import torch
@@ -47,14 +62,14 @@ def probe_experts(m) -> dict | None:
     tw = torch.softmax(torch.randn(T, TOPK, generator=g), -1)
     y = layer.quant_method.apply(layer, x, tw, ids, None, None).float()
     w13, w2, xf = ref['w13_weight'].float(), ref['w2_weight'].float(), x.float()
+    act = _reference_act(layer)
     y_ref = torch.zeros(T, H)
     for t in range(T):
         for j in range(TOPK):
-            gate, up = (w13[ids[t, j]] @ xf[t]).chunk(2)
-            y_ref[t] += tw[t, j] * (w2[ids[t, j]] @ (torch.nn.functional.silu(gate) * up))
+            y_ref[t] += tw[t, j] * (w2[ids[t, j]] @ act(w13[ids[t, j]] @ xf[t]))
     rel = lambda a, b: float((a - b).norm() / b.norm())
     dq13 = layer.w13_weight.float() * layer.w13_weight_scale[..., None]
-    return {'experts': name, 'n_fp8_moe_layers': len(moe),
+    return {'experts': name, 'n_fp8_moe_layers': len(moe), 'activation': layer.activation.value,
             'dtypes': {n: str(p.dtype).removeprefix('torch.') for n, p in layer.named_parameters()},
             'shapes': {n: list(p.shape) for n, p in layer.named_parameters()},
             'weight_rel_err': rel(dq13, w13), 'out_rel_err': rel(y, y_ref), 'out_rel_err_bf16': rel(y_ref.bfloat16().float(), y_ref),

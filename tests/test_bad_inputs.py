@@ -370,6 +370,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'deepseek+draft-vocab': ('deepseek-dv', {'MTP_FP8': '1'}, 1),   # a row whose head applies shared_head.norm first
     'hy_v3+fp8':         ('hy_v3', {'MTP_FP8': '1'}, 3, {'load_format': 'dummy'}),   # generic MoE experts (`generic_moe`)
     **{f'generic:{k}': (f'generic:{k}', gd.env(k), 1, gd.engine_args(k)) for k in gd.TINY_CONFIGS},   # `generic_drafts`
+    **{f'generic+fp8:{k}': (f'generic:{k}', gd.fp8_env(k), 1, gd.engine_args(k)) for k in gd.NO_FP8},   # ... its FP8 refusals
 }
 
 
@@ -590,8 +591,10 @@ def test_load_generic_moe_experts_fp8(loads):
 @pytest.mark.parametrize('key', sorted(gd.TINY_CONFIGS))
 def test_load_generic_draft_classes(loads, key):
     """Each MTP draft class of `generic_drafts` built by vLLM's loader from its tiny config with MTP_FP8 (and a 16-token draft
-    window unless MLA): mtp_lit's subclass of vLLM's class, every parameter finite, e4m3 parameters, the window set; or, for a
-    class that cannot be built (`generic_drafts.REFUSED`), the clear error it raises."""
+    window unless MLA): mtp_lit's subclass of vLLM's class, every parameter finite, e4m3 parameters, the window set, FP8 routed
+    experts within FP8 error of BF16 ones; for a class whose FP8 draft `option_status` refuses (`generic_drafts.NO_FP8`): built
+    with the window, and the FP8 load refused with the error naming the option and that reason; or, for a class that cannot be
+    built (`generic_drafts.REFUSED`), the clear error it raises."""
     from mtp_lit.plugin import draft_status
     row = next(r for r in draft_status() if r['key'] == key)
     h = loads[f'generic:{key}']
@@ -600,7 +603,19 @@ def test_load_generic_draft_classes(loads, key):
         return
     assert h['loaded'] and h['class'] == f"mtp_lit.plugin.{row['class']}" and h['nonfinite'] == [], h
     assert h['bases'][0].rsplit('.', 1)[1] == row['class'] and h['bases'][0].startswith('vllm.'), h['bases']
-    assert h['fp8'], h
+    if key in gd.NO_FP8:
+        reason = row['fp8'].removeprefix('refused: ')
+        assert row['fp8'] != reason and h['fp8'] == [], (row, h)
+        assert _err(loads, f'generic+fp8:{key}') == (f"ValueError: env MTP_FP8: the FP8 draft is not supported for {key} drafts ({reason}); "
+                                                      "unset it for this model")
+    else: assert h['fp8'], h
+    if key == 'MiniMaxM3MTP':     # its routed experts: SwiGLU-OAI with the +1 on the up half, vLLM's MiniMax-M3 limit and alpha
+        r = h['experts']
+        assert (r['experts'], r['activation']) == ('model.layers.0.transformer_layer.block_sparse_moe.experts.routed_experts',
+                                                   'swigluoai_uninterleave'), r
+        assert {n: r['dtypes'][n] for n in ('w13_weight', 'w2_weight', 'w13_weight_scale', 'w2_weight_scale')} == {
+            'w13_weight': 'float8_e4m3fn', 'w2_weight': 'float8_e4m3fn', 'w13_weight_scale': 'float32', 'w2_weight_scale': 'float32'}, r
+        assert 0.005 < r['weight_rel_err'] < 0.04 and 0.01 < r['out_rel_err'] < 0.08 and r['out_rel_err_bf16'] < 0.005, r   # measured 0.025, 0.035
     if key == 'MiMoV2MTPModel':   # its eh_proj, a ReplicatedLinear vLLM builds without the quant config, swapped for an FP8 one
         assert 'model.mtp.layers.0.eh_proj.weight' in h['fp8'], h['fp8']
     assert (set(h['windows']) <= {None}) if key in gd.MLA else h['windows'] == [16], h   # MLA: no sliding-window path

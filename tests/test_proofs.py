@@ -3,7 +3,7 @@ renamed or removed, or at a parameter its test no longer takes (the test modules
 import importlib.util, sys
 from pathlib import Path
 import pytest
-from mtp_lit.plugin import PROOFS, DRAFTS, SERVED, BUILT
+from mtp_lit.plugin import PROOFS, DRAFTS, SERVED, BUILT, NOT_MTP
 
 ROOT = Path(__file__).parent.parent
 
@@ -33,12 +33,28 @@ def node_exists(node: str) -> str | None:
 @pytest.mark.parametrize('key', sorted(PROOFS))
 def test_named_test_exists(key):
     how, node = PROOFS[key]
-    assert how in (SERVED, BUILT) and node.startswith('tests/test_'), (key, how, node)
+    assert how in (SERVED, BUILT, NOT_MTP) and node.startswith('tests/test_'), (key, how, node)
     assert node_exists(node) is None, node_exists(node)
 
 
 def test_every_row_is_served():
     assert {k for k, (how, _) in PROOFS.items() if how == SERVED} >= set(DRAFTS)
+
+
+def test_eagle_drafts_are_not_mtp():
+    """vLLM names a method-'eagle' draft 'Eagle' + the target's architecture (its `EAGLEConfig`): EagleDeepSeekMTPModel is the
+    EAGLE draft of a DeepSeekMTPModel checkpoint, not an MTP draft; mtp_lit's plugin leaves it to vLLM and calls it that."""
+    from transformers import PretrainedConfig
+    from vllm import ModelRegistry
+    from vllm.transformers_utils.configs.eagle import EAGLEConfig
+    from mtp_lit.plugin import register, eagle_draft, draft_status, _GENERIC
+    assert EAGLEConfig(model=PretrainedConfig(architectures=['DeepSeekMTPModel'], vocab_size=4096), method='eagle').architectures == ['EagleDeepSeekMTPModel']
+    register()
+    m = ModelRegistry.models['EagleDeepSeekMTPModel']
+    assert (m.module_name, m.class_name) == ('vllm.model_executor.models.deepseek_eagle', 'EagleDeepseekV3ForCausalLM')   # vLLM's own
+    assert ModelRegistry.models['DeepSeekMTPModel'].module_name == 'mtp_lit.plugin' and 'EagleDeepSeekMTPModel' not in _GENERIC
+    rows = {r['key']: r for r in draft_status() if eagle_draft(r['key'])}
+    assert {k: (r['status'], r['fp8'], r['proof']) for k, r in rows.items()} == {'EagleDeepSeekMTPModel': ('eagle', 'not applied', NOT_MTP)}
 
 
 def test_a_wrong_name_is_caught():

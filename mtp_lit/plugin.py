@@ -98,8 +98,8 @@ PROOFS = {   # registry key -> (what proves the class, the pytest node that does
     # built by vLLM's loader from a tiny config with MTP_FP8 (a draft window unless MLA), no engine (`tests/generic_drafts.py`)
     **{k: (BUILT, f'tests/test_bad_inputs.py::test_load_generic_draft_classes[{k}]') for k in (
         'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel', 'Exaone4_5_MTP', 'ExaoneMoeMTP', 'GlmOcrMTPModel', 'HYV4MTPModel',
-        'InklingMTPModel', 'LongCatFlashMTPModel', 'MiMoV2MTPModel', 'MiMoV2OmniMTPModel', 'OpenPanguMTPModel',
-        'Step3p5MTP')},
+        'InklingMTPModel', 'InternS2MobiusMTP', 'LongCatFlashMTPModel', 'MiMoV2MTPModel', 'MiMoV2OmniMTPModel',
+        'OpenPanguMTPModel', 'Step3p5MTP')},
 }
 
 def proof(key: str) -> tuple:
@@ -403,7 +403,12 @@ def check_window(b: DraftBuild, draft) -> None:
     if not b.opts.draft_window: return
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
     w, layers = b.opts.draft_window, [m for m in draft.modules() if isinstance(m, AttentionLayerBase)]
-    why = list(dict.fromkeys(r for r in map(_not_windowable, layers) if r))
+    # a layer vLLM marks KV-shared (`is_kv_shared_layer`, Gemma4's assistant) is wired to a target layer's cache only after the
+    # draft is built (`kv_sharing_target_layer_name` still unset here): refused all the same
+    shared = {id(a) for p in draft.modules() if getattr(p, 'is_kv_shared_layer', False) is True
+              for a in p.modules() if isinstance(a, AttentionLayerBase)}
+    why = list(dict.fromkeys(r for r in (f"{type(m).__name__} reads a target layer's KV cache (vLLM shares it after the draft is built)"
+                                         if id(m) in shared else _not_windowable(m) for m in layers) if r))
     if why:
         raise ValueError(f"{b.opts.sources.get('draft_window', 'draft_window')}: a draft window is not supported for {b.key} drafts "
                          f"({'; '.join(why)}); unset it for this model")

@@ -370,6 +370,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'deepseek+draft-vocab': ('deepseek-dv', {'MTP_FP8': '1'}, 1),   # a row whose head applies shared_head.norm first
     'hy_v3+fp8':         ('hy_v3', {'MTP_FP8': '1'}, 3, {'load_format': 'dummy'}),   # generic MoE experts (`generic_moe`)
     **{f'generic:{k}': (f'generic:{k}', gd.env(k), 1, gd.engine_args(k)) for k in gd.TINY_CONFIGS},   # `generic_drafts`
+    'gemma4+window':     ('generic:Gemma4MTPModel', {'MTP_DRAFT_WINDOW': '16'}, 1, gd.engine_args('Gemma4MTPModel')),   # its assistant checkpoint
 }
 
 
@@ -604,6 +605,15 @@ def test_load_generic_draft_classes(loads, key):
     if key == 'MiMoV2MTPModel':   # its eh_proj, a ReplicatedLinear vLLM builds without the quant config, swapped for an FP8 one
         assert 'model.mtp.layers.0.eh_proj.weight' in h['fp8'], h['fp8']
     assert (set(h['windows']) <= {None}) if key in gd.MLA else h['windows'] == [16], h   # MLA: no sliding-window path
+
+
+@pytest.mark.vllm
+def test_load_gemma4_assistant_window_refused(loads):
+    """Gemma4's MTP draft, a separate assistant checkpoint (`generic_drafts.ASSISTANT`), builds with vLLM's plain `Attention` layers,
+    but vLLM wires each to a target layer's KV cache after the build (`is_kv_shared_layer`): the window is refused at load, naming
+    the option (and MTP_FP8 is, `test_load_generic_draft_classes[Gemma4MTPModel]`: no layer takes the draft's quant config)."""
+    assert re.search(r"^ValueError: env MTP_DRAFT_WINDOW: a draft window is not supported for Gemma4MTPModel drafts \(Attention reads a "
+                     r"target layer's KV cache \(vLLM shares it after the draft is built\)\); unset it", _err(loads, 'gemma4+window'))
 
 
 @pytest.fixture(scope='module')

@@ -93,7 +93,8 @@ def tiny_ernie_checkpoint(dst, tokenizer_from) -> Path:
 def load_draft(model, k: int = 3, env: dict | None = None, engine_args: dict | None = None):
     """Build and load the MTP draft of checkpoint `model` the way vLLM's proposer does (`get_model` with the speculative
     config's draft model config, plugins loaded, `process_weights_after_loading` run), with `env` set meanwhile.
-    Returns the draft module; raises what vLLM / mtp_lit raise."""
+    `engine_args` may hold a `speculative_config` (merged into the MTP one; a `model` './x' is the directory x in `model`, a separate
+    draft checkpoint). Returns the draft module; raises what vLLM / mtp_lit raise."""
     from vllm.config import set_current_vllm_config
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.model_loader import get_model
@@ -106,9 +107,11 @@ def load_draft(model, k: int = 3, env: dict | None = None, engine_args: dict | N
         if not torch.cuda.is_available():   # as vLLM's CPU worker does (torch.accelerator has no CPU allocator)
             from vllm.v1.worker.cpu_model_runner import _set_torch_accelerator_to_noop
             _set_torch_accelerator_to_noop()
+        engine_args = dict(engine_args or {})
+        spec = {'method': 'mtp', 'num_speculative_tokens': k, **engine_args.pop('speculative_config', {})}
+        if str(spec.get('model', '')).startswith('./'): spec['model'] = str(Path(model) / spec['model'][2:])   # a draft checkpoint beside the target
         ea = EngineArgs(model=str(model), dtype='bfloat16', max_model_len=256, enforce_eager=True, max_num_seqs=4,
-                        max_num_batched_tokens=256, seed=0, enable_prefix_caching=False,
-                        speculative_config={'method': 'mtp', 'num_speculative_tokens': k}, **(engine_args or {}))
+                        max_num_batched_tokens=256, seed=0, enable_prefix_caching=False, speculative_config=spec, **engine_args)
         vc = ea.create_engine_config()
         init_single_process_vllm()
         with set_current_vllm_config(vc):

@@ -1,7 +1,6 @@
 """Tiny configs of the MTP draft classes vLLM registers that mtp_lit has no family row for (issue 18): each built by vLLM's own
-draft loader with `MTP_FP8=1` (unless the load refuses it for the class: `NO_FP8`, pinned by a second case) and a draft window
-where the class takes one, with `--load-format dummy`, without an engine, as cases of `tests/test_bad_inputs.py`'s one loader
-process (`bad_inputs.load_drafts`).
+draft loader with `MTP_FP8=1` and a draft window where the class takes one, with `--load-format dummy`, without an engine, as
+cases of `tests/test_bad_inputs.py`'s one loader process (`bad_inputs.load_drafts`).
 
 `TINY_CONFIGS` maps the registry key of the draft class to the TARGET model's config.json (hidden size 64, one target layer,
 vocab 4096, 4 experts where MoE): vLLM's `SpeculativeConfig.hf_config_override` turns it into the draft's config as it does
@@ -67,45 +66,100 @@ TINY_CONFIGS = {
     'GlmOcrMTPModel': {'architectures': ['GlmOcrForConditionalGeneration'], 'model_type': 'glm_ocr', 'tie_word_embeddings': False,
                        'torch_dtype': 'bfloat16', 'num_nextn_predict_layers': 1,
                        'text_config': {**BASE, 'model_type': 'glm_ocr_text', 'partial_rotary_factor': 0.5}},
+    'InternS2MobiusMTP': {'architectures': ['InternS2MobiusForConditionalGeneration'], 'model_type': 'interns2_mobius',
+                          'tie_word_embeddings': False, 'torch_dtype': 'bfloat16', 'image_token_id': V - 4, 'video_token_id': V - 3,
+                          'vision_start_token_id': V - 2, 'vision_end_token_id': V - 1,
+                          'text_config': {**BASE, 'model_type': 'qwen3_5_moe_text', 'mtp_num_hidden_layers': 1, 'num_experts': 4,
+                                          'num_experts_per_tok': 2, 'mtp_num_experts': 4, 'mtp_num_experts_per_tok': 2,
+                                          'moe_intermediate_size': 32, 'shared_expert_intermediate_size': 32, 'attn_output_gate': True,
+                                          'attention_bias': False, 'layer_types': ['full_attention'], 'full_attention_interval': 1,
+                                          'linear_conv_kernel_dim': 4, 'linear_key_head_dim': 32, 'linear_num_key_heads': 1,
+                                          'linear_num_value_heads': 1, 'linear_value_head_dim': 32,
+                                          'rope_parameters': {**ROPE, 'partial_rotary_factor': 0.25}},
+                          'vision_config': {'model_type': 'qwen3_5_vision', 'depth': 1, 'hidden_size': 64, 'intermediate_size': 128,
+                                            'num_heads': 1, 'in_channels': 3, 'patch_size': 16, 'spatial_merge_size': 2,
+                                            'temporal_patch_size': 2, 'out_hidden_size': H, 'num_position_embeddings': 64,
+                                            'hidden_act': 'gelu_pytorch_tanh'}},
+    'Gemma4MTPModel': {'architectures': ['Gemma4ForCausalLM'], 'model_type': 'gemma4_text', **BASE, 'hidden_activation': 'gelu_pytorch_tanh',
+                       'layer_types': ['full_attention'], 'sliding_window': 64, 'global_head_dim': 32, 'hidden_size_per_layer_input': 0,
+                       'vocab_size_per_layer_input': 0},
+    'KimiK3MTPModel': {'architectures': ['KimiK3ForConditionalGeneration'], 'model_type': 'kimi_k3', 'torch_dtype': 'bfloat16',
+                       'text_config': {**BASE, **MOE, **MLA_DIMS, 'model_type': 'kimi_linear', 'num_experts_per_token': 2,
+                                       'linear_attn_config': {'full_attn_layers': [1], 'kda_layers': [], 'head_dim': 32, 'num_heads': 2,
+                                                              'short_conv_kernel_size': 4}},
+                       'vision_config': {'vt_num_attention_heads': 1, 'vt_num_hidden_layers': 1, 'vt_hidden_size': 64,
+                                         'vt_intermediate_size': 128}},
+    'Glm5NextMTPModel': {'architectures': ['Glm5NextForCausalLM'], 'model_type': 'glm5_next', **BASE, **MOE,
+                         'num_attention_heads': 2, 'num_key_value_heads': 2, 'q_lora_rank': 32, 'kv_lora_rank': 32, 'qk_nope_head_dim': 32,
+                         'qk_rope_head_dim': 0, 'v_head_dim': 32, 'index_topk': 16, 'index_head_dim': 32, 'index_n_heads': 2,
+                         'index_kpool': 2, 'layer_types': ['indexed_attention'], 'mlp_layer_types': ['sparse'], 'mhc': False,
+                         'mla_use_nope': True, 'swiglu_limit': 10.0, 'indexer_rope_interleave': False,
+                         'scoring_func': 'sigmoid', 'topk_method': 'noaux_tc'},
 }
+# Gemma4's MTP draft is a separate assistant checkpoint (`gemma4_assistant`, its own config.json) beside the target:
+# `tiny_generic` writes it under `assistant/`, the speculative config's model (`engine_args`)
+ASSISTANT = {'Gemma4MTPModel': {'architectures': ['Gemma4AssistantForCausalLM'], 'model_type': 'gemma4_assistant', 'backbone_hidden_size': H,
+                                'tie_word_embeddings': True, 'torch_dtype': 'bfloat16',
+                                'text_config': {**BASE, 'model_type': 'gemma4_text', 'hidden_activation': 'gelu_pytorch_tanh',
+                                                'layer_types': ['full_attention'], 'sliding_window': 64, 'global_head_dim': 32,
+                                                'hidden_size_per_layer_input': 0, 'vocab_size_per_layer_input': 0, 'num_kv_shared_layers': 1,
+                                                'tie_word_embeddings': True}}}
 # no draft window: mtp_lit refuses it (MLA attention, Inkling's attention that is not vLLM's plain Attention layer, MiniMax-M3's sparse
 # attention: `MINIMAX_WINDOW`)
 MLA = {'LongCatFlashMTPModel', 'OpenPanguMTPModel', 'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel', 'HYV4MTPModel', 'DeepseekV32MTPModel',
-       'InklingMTPModel', 'MiniMaxM3MTP'}
+       'InklingMTPModel', 'MiniMaxM3MTP', 'KimiK3MTPModel', 'Glm5NextMTPModel'}
 # classes that do not build, with the clear error each raises (they stay UNPROVEN in `mtp_lit.plugin.PROOFS`):
 REFUSED = {
-    # its MoE MTP layer ('E') is a non-gated relu2 MoE, which vLLM CPU cannot build (is_act_and_mul=False is CUDA/XPU/ROCm only);
-    # with attention layers only ('*') no layer takes the draft's quant config, and mtp_lit refuses MTP_FP8
     # vLLM's CPU build of DeepSeek-V4 has a stub MTP class
     'DeepSeekV4MTPModel': r"^NotImplementedError: DeepSeek-V4 speculative decoding \(MTP\) is not implemented on CPU\.$",
     # its indexer (sparse) attention needs CUDA ops
     'DeepseekV32MTPModel': r"^NotImplementedError: Sparse Attention is not supported on CPU\.$",
     # vLLM cannot inspect the target architecture on CPU (its implementation imports the NVIDIA/ROCm modules only)
     'Dots3NoteMTPModel': r"Model architectures \['Dots3NoteForCausalLM'\] failed to be inspected",
-    'NemotronHMTPModel': r"^ValueError: env MTP_FP8: the FP8 draft is not supported for NemotronHMTPModel drafts \(no layer of NemotronHMTP is built",
+    # vLLM's CPU build imports the NVIDIA implementation of Kimi-K3, whose MTP layer makes a CUDA stream for its MLA block unconditionally
+    'KimiK3MTPModel': r"^RuntimeError: torch\.cuda\.Stream requires CUDA support$",
+    # its MTP layer's MLA attention is indexed (sparse, `index_topk` required): CUDA ops, as DeepSeek-V3.2's
+    'Glm5NextMTPModel': r"^NotImplementedError: Sparse Attention is not supported on CPU\.$",
 }
 TINY_CONFIGS['MiMoV2OmniMTPModel'] = {**TINY_CONFIGS['MiMoV2MTPModel'], 'architectures': ['MiMoV2OmniForCausalLM'], 'model_type': 'mimo_v2'}
-REMOTE = {'MiMoV2OmniMTPModel', 'OpenPanguMTPModel', 'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel'}   # model types transformers lacks: a config class in the directory
+REMOTE = {'MiMoV2OmniMTPModel', 'OpenPanguMTPModel', 'BailingMoeV25MTPModel', 'BailingMoeV3MTPModel', 'InternS2MobiusMTP'}   # model types transformers lacks: a config class in the directory
 
 
-# classes whose FP8 draft the load refuses (`mtp_lit.plugin.option_status` says why): built with the window only, and a second case
-# (`fp8_env`) pins the refusal
-NO_FP8 = {'Qwen4ExpMTP'}
+# Intern-S2-Mobius's config class ships with the checkpoint, its text_config a config object (vLLM's draft config rewrites its fields)
+REMOTE_CODE = {'InternS2MobiusMTP': """from transformers import PretrainedConfig, Qwen3_5MoeTextConfig
+
+
+class TinyConfig(PretrainedConfig):
+    model_type = 'interns2_mobius'
+
+    def __init__(self, text_config=None, vision_config=None, **kwargs):
+        self.text_config = Qwen3_5MoeTextConfig(**text_config) if isinstance(text_config, dict) else text_config
+        self.vision_config = vision_config
+        super().__init__(**kwargs)
+"""}
+
+
+LM_ONLY = {'KimiK3MTPModel'}   # multimodal targets loaded with vLLM's language_model_only (no vision tower)
+# vLLM reads the image processor's config of Kimi-K3 even so (its processing info, asked whether the model takes images)
+PREPROCESSOR = {'KimiK3MTPModel': {'media_proc_cfg': {'merge_kernel_size': [2, 2], 'temporal_merge_kernel_size': 4, 'image_mean': [0.5] * 3,
+                                                      'image_std': [0.5] * 3, 'patch_size': 14, 'in_patch_limit': 1024,
+                                                      'patch_limit_on_one_side': 64, 'fixed_output_tokens': None,
+                                                      'in_patch_limit_each_frame': None, 'in_patch_limit_video': None}}}
+
+
+NO_WINDOW = {'Gemma4MTPModel'}   # not MLA, but no window either: its attention reads the target's KV cache (a case of its own)
 
 
 def env(key) -> dict:
-    "The mtp_lit options loading `key`: the FP8 draft unless refused for it, and a 16-token draft window unless its attention is MLA."
-    return {**({} if key in NO_FP8 else {'MTP_FP8': '1'}), **({} if key in MLA else {'MTP_DRAFT_WINDOW': '16'})}
-
-
-def fp8_env(key) -> dict:
-    "The FP8 draft alone, for a class of `NO_FP8`: the case whose load is refused."
-    return {'MTP_FP8': '1'}
+    "The mtp_lit options loading `key`: the FP8 draft, and a 16-token draft window unless its attention is MLA (or `NO_WINDOW`)."
+    return {'MTP_FP8': '1', **({} if key in MLA | NO_WINDOW else {'MTP_DRAFT_WINDOW': '16'})}
 
 
 def engine_args(key) -> dict:
     "The engine arguments loading `key`'s tiny directory: dummy weights, and remote code where the config class ships in it."
-    return {'load_format': 'dummy', **({'trust_remote_code': True} if key in REMOTE else {})}
+    return {'load_format': 'dummy', **({'trust_remote_code': True} if key in REMOTE else {}),
+            **({'speculative_config': {'model': './assistant'}} if key in ASSISTANT else {}),
+            **({'language_model_only': True} if key in LM_ONLY else {})}
 
 
 def tiny_generic(key, dst) -> Path:
@@ -116,8 +170,14 @@ def tiny_generic(key, dst) -> Path:
     cfg = dict(TINY_CONFIGS[key])
     if key in REMOTE:   # as the real checkpoints do: config.json names a PretrainedConfig subclass shipped beside it
         cfg['auto_map'] = {'AutoConfig': 'configuration_tiny.TinyConfig'}
-        (dst / 'configuration_tiny.py').write_text("from transformers import PretrainedConfig\n\n\n"
-                                                   f"class TinyConfig(PretrainedConfig):\n    model_type = {cfg['model_type']!r}\n")
+        (dst / 'configuration_tiny.py').write_text(REMOTE_CODE.get(key, "from transformers import PretrainedConfig\n\n\n"
+                                                   f"class TinyConfig(PretrainedConfig):\n    model_type = {cfg['model_type']!r}\n"))
     (dst / 'config.json').write_text(json.dumps(cfg, indent=1))
     for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'): shutil.copy(checkpoint_path('qwen3_5-tiny') / f, dst / f)
+    if key in PREPROCESSOR: (dst / 'preprocessor_config.json').write_text(json.dumps(PREPROCESSOR[key], indent=1))
+    if key in ASSISTANT:
+        (dst / 'assistant').mkdir()
+        (dst / 'assistant' / 'config.json').write_text(json.dumps(ASSISTANT[key], indent=1))
+        for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'):
+            shutil.copy(checkpoint_path('qwen3_5-tiny') / f, dst / 'assistant' / f)
     return dst

@@ -53,22 +53,24 @@ def probe_experts(m) -> dict | None:
     moe = [(n, x) for n, x in m.named_modules() if type(getattr(x, 'quant_method', None)).__name__ == 'Fp8DraftMoEMethod']
     if not moe: return None
     name, layer = moe[0]
+    dev = layer.w13_weight.device
+    n_exp, _, hidden = layer.w13_weight.shape   # the layer's own sizes (a class may size its experts apart from hidden_size)
     ref = {}
-    for p in ('w13_weight', 'w2_weight'):   # the BF16 tensors vLLM's dummy loader wrote before the FP8 method quantized them
-        ref[p] = torch.empty(getattr(layer, p).shape, dtype=torch.bfloat16); initialize_single_dummy_weight(ref[p])
+    for p in ('w13_weight', 'w2_weight'):   # the BF16 tensors vLLM's dummy loader wrote (on their device) before the FP8 method quantized them
+        ref[p] = torch.empty(getattr(layer, p).shape, dtype=torch.bfloat16, device=dev); initialize_single_dummy_weight(ref[p])
     g = torch.Generator().manual_seed(0)
-    x = (torch.randn(T, H, generator=g) * 0.5).bfloat16()
-    ids = torch.stack([torch.randperm(E, generator=g)[:TOPK] for _ in range(T)]).to(torch.int32)
+    x = (torch.randn(T, hidden, generator=g) * 0.5).bfloat16()
+    ids = torch.stack([torch.randperm(n_exp, generator=g)[:TOPK] for _ in range(T)]).to(torch.int32)
     tw = torch.softmax(torch.randn(T, TOPK, generator=g), -1)
-    y = layer.quant_method.apply(layer, x, tw, ids, None, None).float()
-    w13, w2, xf = ref['w13_weight'].float(), ref['w2_weight'].float(), x.float()
+    y = layer.quant_method.apply(layer, x.to(dev), tw.to(dev), ids.to(dev), None, None).float().cpu()
+    w13, w2, xf = ref['w13_weight'].float().cpu(), ref['w2_weight'].float().cpu(), x.float()
     act = _reference_act(layer)
-    y_ref = torch.zeros(T, H)
+    y_ref = torch.zeros(T, hidden)
     for t in range(T):
         for j in range(TOPK):
             y_ref[t] += tw[t, j] * (w2[ids[t, j]] @ act(w13[ids[t, j]] @ xf[t]))
     rel = lambda a, b: float((a - b).norm() / b.norm())
-    dq13 = layer.w13_weight.float() * layer.w13_weight_scale[..., None]
+    dq13 = (layer.w13_weight.float() * layer.w13_weight_scale[..., None]).cpu()
     return {'experts': name, 'n_fp8_moe_layers': len(moe), 'activation': layer.activation.value,
             'dtypes': {n: str(p.dtype).removeprefix('torch.') for n, p in layer.named_parameters()},
             'shapes': {n: list(p.shape) for n, p in layer.named_parameters()},

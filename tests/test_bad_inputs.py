@@ -370,7 +370,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'deepseek+draft-vocab': ('deepseek-dv', {'MTP_FP8': '1'}, 1),   # a row whose head applies shared_head.norm first
     'hy_v3+fp8':         ('hy_v3', {'MTP_FP8': '1'}, 3, {'load_format': 'dummy'}),   # generic MoE experts (`generic_moe`)
     **{f'generic:{k}': (f'generic:{k}', gd.env(k), 1, gd.engine_args(k)) for k in gd.TINY_CONFIGS},   # `generic_drafts`
-    **{f'generic+fp8:{k}': (f'generic:{k}', gd.fp8_env(k), 1, gd.engine_args(k)) for k in gd.NO_FP8},   # ... its FP8 refusals
+    'gemma4+window':     ('generic:Gemma4MTPModel', {'MTP_DRAFT_WINDOW': '16'}, 1, gd.engine_args('Gemma4MTPModel')),   # its assistant checkpoint
 }
 
 
@@ -592,9 +592,7 @@ def test_load_generic_moe_experts_fp8(loads):
 def test_load_generic_draft_classes(loads, key):
     """Each MTP draft class of `generic_drafts` built by vLLM's loader from its tiny config with MTP_FP8 (and a 16-token draft
     window unless MLA): mtp_lit's subclass of vLLM's class, every parameter finite, e4m3 parameters, the window set, FP8 routed
-    experts within FP8 error of BF16 ones; for a class whose FP8 draft `option_status` refuses (`generic_drafts.NO_FP8`): built
-    with the window, and the FP8 load refused with the error naming the option and that reason; or, for a class that cannot be
-    built (`generic_drafts.REFUSED`), the clear error it raises."""
+    experts within FP8 error of BF16 ones; or, for a class that cannot be built (`generic_drafts.REFUSED`), the clear error it raises."""
     from mtp_lit.plugin import draft_status
     row = next(r for r in draft_status() if r['key'] == key)
     h = loads[f'generic:{key}']
@@ -603,12 +601,13 @@ def test_load_generic_draft_classes(loads, key):
         return
     assert h['loaded'] and h['class'] == f"mtp_lit.plugin.{row['class']}" and h['nonfinite'] == [], h
     assert h['bases'][0].rsplit('.', 1)[1] == row['class'] and h['bases'][0].startswith('vllm.'), h['bases']
-    if key in gd.NO_FP8:
-        reason = row['fp8'].removeprefix('refused: ')
-        assert row['fp8'] != reason and h['fp8'] == [], (row, h)
-        assert _err(loads, f'generic+fp8:{key}') == (f"ValueError: env MTP_FP8: the FP8 draft is not supported for {key} drafts ({reason}); "
-                                                      "unset it for this model")
-    else: assert h['fp8'], h
+    assert h['fp8'], h
+    # classes whose layers ask vLLM's get_draft_quant_config for the draft's quant config: e4m3 where vLLM builds them with it
+    names = {'Gemma4MTPModel': ('model.layers.0.self_attn.q_proj.weight', 'model.pre_projection.weight'),
+             'NemotronHMTPModel': ('model.layers.0.eh_proj.weight', 'model.layers.0.mixer.qkv_proj.weight'),
+             'Qwen4ExpMTP': ('model.fc_hidden.weight', 'model.layers.0.mlp.experts.routed_experts.w13_weight'),
+             'Step3p5MTP': ('model.layers.1.mtp_block.self_attn.qkv_proj.weight',)}.get(key, ())
+    assert set(names) <= set(h['fp8']), (key, h['fp8'])
     if key == 'MiniMaxM3MTP':     # its routed experts: SwiGLU-OAI with the +1 on the up half, vLLM's MiniMax-M3 limit and alpha
         r = h['experts']
         assert (r['experts'], r['activation']) == ('model.layers.0.transformer_layer.block_sparse_moe.experts.routed_experts',
@@ -618,7 +617,16 @@ def test_load_generic_draft_classes(loads, key):
         assert 0.005 < r['weight_rel_err'] < 0.04 and 0.01 < r['out_rel_err'] < 0.08 and r['out_rel_err_bf16'] < 0.005, r   # measured 0.025, 0.035
     if key == 'MiMoV2MTPModel':   # its eh_proj, a ReplicatedLinear vLLM builds without the quant config, swapped for an FP8 one
         assert 'model.mtp.layers.0.eh_proj.weight' in h['fp8'], h['fp8']
-    assert (set(h['windows']) <= {None}) if key in gd.MLA else h['windows'] == [16], h   # MLA: no sliding-window path
+    assert (set(h['windows']) <= {None}) if key in gd.MLA | gd.NO_WINDOW else h['windows'] == [16], h   # MLA: no sliding-window path
+
+
+@pytest.mark.vllm
+def test_load_gemma4_assistant_window_refused(loads):
+    """Gemma4's MTP draft, a separate assistant checkpoint (`generic_drafts.ASSISTANT`), builds with vLLM's plain `Attention` layers,
+    but vLLM wires each to a target layer's KV cache after the build (`is_kv_shared_layer`): the window is refused at load, naming
+    the option (and MTP_FP8 is, `test_load_generic_draft_classes[Gemma4MTPModel]`: no layer takes the draft's quant config)."""
+    assert re.search(r"^ValueError: env MTP_DRAFT_WINDOW: a draft window is not supported for Gemma4MTPModel drafts \(Attention reads a "
+                     r"target layer's KV cache \(vLLM shares it after the draft is built\)\); unset it", _err(loads, 'gemma4+window'))
 
 
 @pytest.fixture(scope='module')

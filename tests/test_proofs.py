@@ -3,7 +3,7 @@ renamed or removed, or at a parameter its test no longer takes (the test modules
 import importlib.util, sys
 from pathlib import Path
 import pytest
-from mtp_lit.plugin import PROOFS, DRAFTS, SERVED, BUILT, NOT_MTP
+from mtp_lit.plugin import PROOFS, DRAFTS, SERVED, BUILT, BUILT_GPU, NOT_MTP
 
 ROOT = Path(__file__).parent.parent
 
@@ -33,7 +33,7 @@ def node_exists(node: str) -> str | None:
 @pytest.mark.parametrize('key', sorted(PROOFS))
 def test_named_test_exists(key):
     how, node = PROOFS[key]
-    assert how in (SERVED, BUILT, NOT_MTP) and node.startswith('tests/test_'), (key, how, node)
+    assert how in (SERVED, BUILT, BUILT_GPU, NOT_MTP) and node.startswith('tests/gpu/test_' if how == BUILT_GPU else 'tests/test_'), (key, how, node)
     assert node_exists(node) is None, node_exists(node)
 
 

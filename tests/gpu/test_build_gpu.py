@@ -8,9 +8,9 @@ The same cases as `tests/generic_drafts.py` (tiny target configs, `--load-format
 unless the attention is MLA), in one loader process (`bad_inputs.load_drafts`), for the classes whose build needs CUDA:
 DeepSeek-V4's MTP (vLLM CPU has a stub class), DeepSeek-V3.2's (indexer attention), Dots3's, and Nemotron-H's with its MoE
 MTP layer (pattern '*E': vLLM CPU cannot build the non-gated relu2 MoE). A class the installed vLLM does not register is
-skipped, naming the version. Asserts: mtp_lit's subclass of vLLM's class, every parameter finite, e4m3 parameters (the
-routed experts where the layer is MoE), the window where set."""
-import json, os, sys
+skipped, naming the version. Asserts: mtp_lit's subclass of vLLM's class, every parameter finite, e4m3 parameters, the window
+where set; or, for Nemotron-H's relu2 experts (`GPU_REFUSED`), the load's clear refusal of MTP_FP8 naming them."""
+import json, os, re, sys
 from pathlib import Path
 import pytest
 
@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU (and vLLM): builds that need CUDA')]
 import generic_drafts as gd  # noqa: E402
 
-# the CUDA-only builds: registry key -> the tiny target config (generic_drafts', Nemotron-H's with an MoE MTP layer)
+# the CUDA-only builds: registry key -> the tiny target config (generic_drafts'; Nemotron-H's with an MoE MTP layer, its layer types
+# as the NemotronHConfig of vLLM 0.26 names them; DeepSeek-V4's with the output-LoRA and compression fields vLLM 0.26's class reads)
 GPU_CONFIGS = {k: gd.TINY_CONFIGS[k] for k in ('DeepSeekV4MTPModel', 'DeepseekV32MTPModel', 'Dots3NoteMTPModel')}
 GPU_CONFIGS['NemotronHMTPModel'] = {**gd.TINY_CONFIGS['NemotronHMTPModel'], 'layers_block_type': ['full_attention'],
                                     'mtp_layers_block_type': ['full_attention', 'moe'], 'mtp_hybrid_override_pattern': '*E'}
@@ -29,6 +30,8 @@ GPU_CONFIGS['DeepSeekV4MTPModel'] = {**GPU_CONFIGS['DeepSeekV4MTPModel'], 'o_lor
                                      'sliding_window': 16, 'head_dim': 32}
 
 GPU_ENGINE_ARGS = {'DeepSeekV4MTPModel': {'kv_cache_dtype': 'fp8'}}   # its fp8_ds_mla KV layout takes only an FP8 KV cache
+# refused at load, with the error (mtp_lit's FP8 experts take gated MLPs only; Nemotron-H's MoE is one relu2 projection)
+GPU_REFUSED = {'NemotronHMTPModel': r"^ValueError: mtp\.layers\.1\.mixer\.experts: FP8 draft experts need a gated MLP \(gate and up projections\)$"}
 # the window refused at load, naming it (MLA and DeepSeek-V4's own SWA cache, not vLLM's Attention): FP8 alone
 GPU_NO_WINDOW = {'DeepSeekV4MTPModel'}
 
@@ -67,8 +70,10 @@ def test_build_on_gpu(builds, key):
     if key in builds['not_registered']: pytest.skip(f"vLLM {builds['vllm']} does not register {key}")
     row = next(r for r in draft_status() if r['key'] == key)
     h = builds['runs'][key]
+    if key in GPU_REFUSED:
+        assert not h['loaded'] and re.search(GPU_REFUSED[key], h['error']), h
+        return
     assert h['loaded'] and h['class'] == f"mtp_lit.plugin.{row['class']}" and h['nonfinite'] == [], h
     assert h['bases'][0].rsplit('.', 1)[1] == row['class'] and h['bases'][0].startswith('vllm.'), h['bases']
     assert h['fp8'], h
-    if key == 'NemotronHMTPModel': assert any('experts' in n for n in h['fp8']), h['fp8']
     assert (set(h['windows']) <= {None}) if key in gd.MLA else h['windows'] == [16], h

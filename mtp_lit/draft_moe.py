@@ -68,23 +68,26 @@ def swiglu_oai(gu: torch.Tensor, # gate-up rows [..., 2I]
 
 def swiglu_params(activation: MoEActivation, # the layer's activation
                   moe=None, # vLLM's `FusedMoEConfig` of the layer (or anything with its swiglu_limit, swiglu_alpha, swiglu_beta)
-                 ) -> tuple | None: # (limit, alpha, beta), None for an activation that is not SwiGLU-OAI
-    "SwiGLU-OAI's `(limit, alpha, beta)` as vLLM's MoE applies it; `ValueError` for SWIGLUOAI_UNINTERLEAVE without a `swiglu_limit`."
+                 ) -> tuple | None: # (limit, alpha, beta) of the clamped gated activation, None for an unclamped one
+    """The clamp `(limit, alpha, beta)` vLLM's MoE applies: SwiGLU-OAI's, or SiLU's where the layer sets `swiglu_limit` (vLLM's
+    `silu_and_mul_with_clamp`: alpha 1, beta 0); `ValueError` for SWIGLUOAI_UNINTERLEAVE without a `swiglu_limit`."""
     if activation == MoEActivation.SWIGLUOAI: return OAI_LIMIT, OAI_ALPHA, 1.0
-    if activation != MoEActivation.SWIGLUOAI_UNINTERLEAVE: return None
     limit, alpha, beta = (getattr(moe, 'swiglu_' + n, None) for n in ('limit', 'alpha', 'beta'))
+    if activation == MoEActivation.SILU: return None if limit is None else (float(limit), 1.0, 0.0)
+    if activation != MoEActivation.SWIGLUOAI_UNINTERLEAVE: return None
     if limit is None: raise ValueError("FP8 draft experts: SwiGLU-OAI (swigluoai_uninterleave) needs the layer's swiglu_limit, as vLLM's does")
     return float(limit), 1.0 if alpha is None else float(alpha), 0.0 if beta is None else float(beta)
 
 def gated_act(gu: torch.Tensor, # gate-up rows [..., 2I], gate rows first (interleaved for SWIGLUOAI)
               activation: MoEActivation, # one of `GATED_ACTS`
-              swiglu: tuple | None = None, # SwiGLU-OAI's (limit, alpha, beta); default `swiglu_params(activation)`
+              swiglu: tuple | None = None, # the clamp (limit, alpha, beta); default `swiglu_params(activation)`; for SiLU: none
              ) -> torch.Tensor: # [..., I] in gu's dtype
-    "The experts' gated activation of `gu`: `act(gate) * up` (SiLU, GELU, GELU-tanh) or SwiGLU-OAI (computed in float32)."
-    if activation in _ACT:
+    "The experts' gated activation of `gu`: `act(gate) * up` (SiLU, GELU, GELU-tanh), or clamped (SwiGLU-OAI, SiLU with `swiglu`; in float32)."
+    if activation in _ACT and not (activation == MoEActivation.SILU and swiglu):
         g, u = gu.chunk(2, -1)
         return _ACT[activation](g) * u
-    if activation not in SWIGLU_OAI: raise ValueError(f"FP8 draft experts: activation {activation} is not supported ({GATED_ACTS_TEXT})")
+    if activation not in SWIGLU_OAI and activation != MoEActivation.SILU:
+        raise ValueError(f"FP8 draft experts: activation {activation} is not supported ({GATED_ACTS_TEXT})")
     p = swiglu or swiglu_params(activation)
     return swiglu_oai(gu.float(), *p, interleaved=activation == MoEActivation.SWIGLUOAI).to(gu.dtype)
 
@@ -99,7 +102,7 @@ def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, appl
         gu = moe_linear(xs, w13, s13, ids, per_slot_input=True, block_size=bs)
     else:
         gu = moe_linear(x, w13, s13, ids, block_size=bs)
-    if activation == MoEActivation.SILU:
+    if activation == MoEActivation.SILU and not swiglu:   # SiLU-and-mul fused into the second launch's load
         y = moe_linear(gu, w2, s2, ids, per_slot_input=True, act='silu_mul', block_size=bs)
     else:
         y = moe_linear(gated_act(gu.float(), activation, swiglu).to(x.dtype), w2, s2, ids, per_slot_input=True, block_size=bs)
@@ -107,14 +110,15 @@ def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, appl
     return (y if apply_router_weight_on_input else y * w[..., None]).sum(1).to(x.dtype)
 
 MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always (the benchmarks page times both paths)
-# activations vLLM's functional `fused_experts` computes as vLLM's MoE layer does: SWIGLUOAI_UNINTERLEAVE needs the layer's clamp
-# limit, which that op does not take (it asserts one), so those experts run on the grouped kernel with `gated_act`
+# activations vLLM's functional `fused_experts` computes as vLLM's MoE layer does: SWIGLUOAI_UNINTERLEAVE, and SiLU where the layer
+# sets a clamp limit, need the layer's limit, which that op does not take, so those experts run on the grouped kernel with `gated_act`
 VLLM_FUSED_ACTS = (*_ACT, MoEActivation.SWIGLUOAI)
 
-def vllm_experts_ok(x, activation) -> bool:
-    "Whether tokens `x` [T, H] take vLLM's fused-MoE path: CUDA, T >= MOE_VLLM_MIN_M (environment MTP_LIT_MOE_VLLM_MIN_M; 0: never), bf16/fp16, an activation in `VLLM_FUSED_ACTS`."
+def vllm_experts_ok(x, activation, swiglu=None) -> bool:
+    "Whether tokens `x` [T, H] take vLLM's fused-MoE path: CUDA, T >= MOE_VLLM_MIN_M (environment MTP_LIT_MOE_VLLM_MIN_M; 0: never), bf16/fp16, an activation in `VLLM_FUSED_ACTS` (SiLU: without a clamp `swiglu`)."
     m = int(os.environ.get('MTP_LIT_MOE_VLLM_MIN_M', MOE_VLLM_MIN_M))
     if not m or x.shape[0] < m or not x.is_cuda or x.dtype not in (torch.bfloat16, torch.float16) or activation not in VLLM_FUSED_ACTS: return False
+    if activation == MoEActivation.SILU and swiglu: return False
     try: from vllm.model_executor.layers.fused_moe import fused_moe   # registers torch.ops.vllm.fused_experts
     except ImportError: return False
     return hasattr(torch.ops.vllm, 'fused_experts')
@@ -135,14 +139,15 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
     `w13` [E, 2I, H] (gate rows, then up rows) and `w2` [E, H, I] float8_e4m3fn with scales as `quantize_experts` returns them
     (row `[E, N]`, or block `[E, ., .]` with `block=(bn, bk)`); `topk_weights` [T, k] float and `topk_ids` [T, k] int from
     vLLM's router (global expert ids; `expert_map` maps them to this rank's, -1 = on another rank); `activation` a vLLM
-    `MoEActivation` (SiLU, GELU, GELU-tanh, SwiGLU-OAI with `swiglu` = (limit, alpha, beta), default `swiglu_params`);
+    `MoEActivation` (SiLU, GELU, GELU-tanh, SwiGLU-OAI; `swiglu` = the clamp (limit, alpha, beta), default `swiglu_params`'s,
+    and for SiLU the layer's clamp where it sets one, as `Fp8DraftMoEMethod` passes it);
     `apply_router_weight_on_input` scales the input instead of the output, as vLLM's
     flag of that name. On CUDA: vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`). On CUDA with Triton where that is not
     taken: the grouped `moe_linear` kernel (capture-safe). Elsewhere: tokens grouped by
     expert on the host, or, with `dense` (default: while a CUDA graph is being captured), every local expert on all tokens.
     Accumulates in float32. Raises `ValueError` for another activation."""
     if activation not in GATED_ACTS: raise ValueError(f"FP8 draft experts: activation {activation} is not supported ({GATED_ACTS_TEXT})")
-    if dense is None and vllm_experts_ok(x, activation):
+    if dense is None and vllm_experts_ok(x, activation, swiglu):
         return _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation, expert_map, apply_router_weight_on_input)
     ids = topk_ids.long() if expert_map is None else expert_map[topk_ids.long()].long()
     if triton_ok(x) and not dense:
@@ -167,16 +172,16 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
 def fp8_moe_op(x: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor,
                topk_weights: torch.Tensor, topk_ids: torch.Tensor, block_n: int = 0, block_k: int = 0,
                activation: str = 'silu', expert_map: Optional[torch.Tensor] = None,
-               apply_router_weight_on_input: bool = False, swiglu_limit: float = 0.0, swiglu_alpha: float = 1.0,
+               apply_router_weight_on_input: bool = False, swiglu_limit: float = -1.0, swiglu_alpha: float = 1.0,
                swiglu_beta: float = 0.0) -> torch.Tensor:
-    "`fp8_moe` as one opaque op, `torch.ops.mtp_lit.fp8_moe` (block_n = 0: row scales; `activation` a `MoEActivation` value; swiglu_limit = 0: `swiglu_params`' default)."
+    "`fp8_moe` as one opaque op, `torch.ops.mtp_lit.fp8_moe` (block_n = 0: row scales; `activation` a `MoEActivation` value; swiglu_limit < 0: no clamp, `swiglu_params`' default; a clamp limit can be 0, as in vLLM)."
     return fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, (block_n, block_k) if block_n else None,
                    MoEActivation(activation), expert_map, apply_router_weight_on_input,
-                   swiglu=(swiglu_limit, swiglu_alpha, swiglu_beta) if swiglu_limit else None)
+                   swiglu=(swiglu_limit, swiglu_alpha, swiglu_beta) if swiglu_limit >= 0 else None)
 
 @fp8_moe_op.register_fake
 def _(x, w13, s13, w2, s2, topk_weights, topk_ids, block_n=0, block_k=0, activation='silu', expert_map=None,
-      apply_router_weight_on_input=False, swiglu_limit=0.0, swiglu_alpha=1.0, swiglu_beta=0.0): return x.new_empty(x.shape[0], w2.shape[1])
+      apply_router_weight_on_input=False, swiglu_limit=-1.0, swiglu_alpha=1.0, swiglu_beta=0.0): return x.new_empty(x.shape[0], w2.shape[1])
 
 # %% ../nbs/07a_draft_moe.ipynb #8c17bfc2
 class Fp8DraftMoEMethod(FusedMoEMethodBase):
@@ -270,4 +275,4 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
         "The routed experts' output for `x` [T, H]; vLLM's runner adds the shared experts and reduces across TP ranks."
         return fp8_moe_op(x, layer.w13_weight, layer.w13_weight_scale, layer.w2_weight, layer.w2_weight_scale, topk_weights,
                           topk_ids, *(self.block or (0, 0)), layer.activation.value, layer.expert_map,
-                          layer.apply_router_weight_on_input, *(self.swiglu or (0.0, 1.0, 0.0)))
+                          layer.apply_router_weight_on_input, *(self.swiglu or (-1.0, 1.0, 0.0)))

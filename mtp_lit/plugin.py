@@ -377,7 +377,7 @@ def draft_quant_lookups(draft_cls) -> list:
     from vllm.model_executor.models import utils
     base = next((c.__module__ for c in draft_cls.__mro__ if c.__module__.startswith('vllm.')), None) if draft_cls else None
     if base is None: return []
-    pkg = '.'.join(base.split('.')[:3]) + '.' if base.startswith('vllm.models.') else base
+    pkg = '.'.join(base.split('.')[:3]) + '.' if base.startswith('vllm.models.') else base + '.'
     return [m for n, m in list(sys.modules.items()) if (n == base or n.startswith(pkg)) and m is not None
             and getattr(m, 'get_draft_quant_config', None) is utils.get_draft_quant_config]
 
@@ -393,7 +393,7 @@ def draft_patch(b: DraftBuild, vllm_config, draft_cls=None):
             from mtp_lit.draft_linear import DraftQuantConfig
             qc = vllm_config.quant_config = DraftQuantConfig(b.plan, b.keep or b.keep_unquantized, inner=saved_qc)
             lookups = draft_quant_lookups(draft_cls)   # classes whose layers ask vLLM for the draft checkpoint's own quant config
-            for m in lookups: m.get_draft_quant_config = lambda _vllm_config, qc=qc: qc
+            for m in lookups: m.get_draft_quant_config = lambda *args, qc=qc, **kwargs: qc
         elif b.plan.mode == 'unquantized':
             vllm_config.quant_config = None
         elif saved_qc is not None:
@@ -771,6 +771,9 @@ def make_draft_class(key: str) -> type:
             self._mtp_lit = None
             return
         with draft_patch(b, vllm_config, type(self)):
+            if callable(getattr(base, '_find_quant_config', None)):   # vLLM's SupportsQuant found it in __new__, before the patch
+                self.quant_config = base._find_quant_config(vllm_config=vllm_config, prefix=prefix)
+                base._maybe_apply_model_mapping(self)
             base.__init__(self, vllm_config=vllm_config, prefix=prefix)
             if b.plan.fp8 and b.plain_linears: swap_plain_linears(b, self, vllm_config.quant_config)
         self._mtp_lit = b

@@ -32,17 +32,21 @@ def tiny_hy_v3(dst) -> Path:
 
 
 def _reference_act(layer):
-    "The experts' gated activation `[.., 2I] -> [.., I]` as vLLM's own torch code computes it for `layer` (SiLU, or SwiGLU-OAI on the packed layout)."
+    "The experts' gated activation `[.., 2I] -> [.., I]` as vLLM's own torch code computes it for `layer` (SiLU, clamped where the layer sets `swiglu_limit`, GELU, or SwiGLU-OAI)."
     import torch
     from types import SimpleNamespace
-    from vllm.model_executor.layers.activation import SiluAndMulWithClamp
-    act = layer.activation.value
+    from vllm.model_executor.layers.activation import SiluAndMulWithClamp, SwigluOAIAndMul
+    act, limit = layer.activation.value, getattr(layer, 'swiglu_limit', None)
     elementwise = {'silu': torch.nn.functional.silu, 'gelu': torch.nn.functional.gelu,
                    'gelu_tanh': lambda g: torch.nn.functional.gelu(g, approximate='tanh')}
+    if act == 'silu' and limit is not None:   # vLLM's silu_and_mul_with_clamp
+        return lambda v: SiluAndMulWithClamp.forward_native(SimpleNamespace(swiglu_limit=limit, alpha=1.0, beta=0.0), v)
     if act in elementwise: return lambda v: elementwise[act](v.chunk(2)[0]) * v.chunk(2)[1]
+    if act == 'swigluoai':   # interleaved gate/up rows, the kernel's fixed constants
+        return lambda v: SwigluOAIAndMul.forward_native(SimpleNamespace(alpha=1.702, limit=7.0), v[None])[0]
     assert act == 'swigluoai_uninterleave', act
     a, b = layer.swiglu_alpha, layer.swiglu_beta
-    p = SimpleNamespace(swiglu_limit=layer.swiglu_limit, alpha=1.0 if a is None else a, beta=0.0 if b is None else b)
+    p = SimpleNamespace(swiglu_limit=limit, alpha=1.0 if a is None else a, beta=0.0 if b is None else b)
     return lambda v: SiluAndMulWithClamp.forward_native(p, v)
 
 

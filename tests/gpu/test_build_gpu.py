@@ -6,8 +6,9 @@ Skipped without CUDA and vLLM. On a GPU machine with vLLM installed:
 
 The same cases as `tests/generic_drafts.py` (tiny target configs, `--load-format dummy`, `MTP_FP8=1`, a 16-token draft window
 unless the attention is MLA), in one loader process (`bad_inputs.load_drafts`), for the classes whose build needs CUDA:
-DeepSeek-V4's MTP (vLLM CPU has a stub class), DeepSeek-V3.2's (indexer attention), Dots3's, and Nemotron-H's with its MoE
-MTP layer (pattern '*E': vLLM CPU cannot build the non-gated relu2 MoE). A class the installed vLLM does not register is
+DeepSeek-V4's MTP (vLLM CPU has a stub class), DeepSeek-V3.2's (indexer attention), Dots3's, Nemotron-H's with its MoE
+MTP layer (pattern '*E': vLLM CPU cannot build the non-gated relu2 MoE), GLM-5-Next's (indexer attention) and Kimi-K3's (a
+CUDA stream in its MLA block). A class the installed vLLM does not register is
 skipped, naming the version. Asserts: mtp_lit's subclass of vLLM's class, every parameter finite, e4m3 parameters, the window
 where set; or, for Nemotron-H's relu2 experts (`GPU_REFUSED`), the load's clear refusal of MTP_FP8 naming them."""
 import json, os, re, sys
@@ -23,7 +24,8 @@ import generic_drafts as gd  # noqa: E402
 
 # the CUDA-only builds: registry key -> the tiny target config (generic_drafts'; Nemotron-H's with an MoE MTP layer, its layer types
 # as the NemotronHConfig of vLLM 0.26 names them; DeepSeek-V4's with the output-LoRA and compression fields vLLM 0.26's class reads)
-GPU_CONFIGS = {k: gd.TINY_CONFIGS[k] for k in ('DeepSeekV4MTPModel', 'DeepseekV32MTPModel', 'Dots3NoteMTPModel')}
+GPU_CONFIGS = {k: gd.TINY_CONFIGS[k] for k in ('DeepSeekV4MTPModel', 'DeepseekV32MTPModel', 'Dots3NoteMTPModel', 'Glm5NextMTPModel',
+                                                'KimiK3MTPModel')}
 GPU_CONFIGS['NemotronHMTPModel'] = {**gd.TINY_CONFIGS['NemotronHMTPModel'], 'layers_block_type': ['full_attention'],
                                     'mtp_layers_block_type': ['full_attention', 'moe'], 'mtp_hybrid_override_pattern': '*E'}
 GPU_CONFIGS['DeepSeekV4MTPModel'] = {**GPU_CONFIGS['DeepSeekV4MTPModel'], 'o_lora_rank': 32, 'o_groups': 1, 'compress_ratios': [0, 0],
@@ -38,14 +40,12 @@ GPU_NO_WINDOW = {'DeepSeekV4MTPModel'}
 
 def gpu_cases(root: Path) -> tuple:
     "(the cases for `bad_inputs.load_drafts` of every GPU config the installed vLLM registers, the keys it does not register)."
-    import shutil
     from vllm.model_executor.models.registry import ModelRegistry
-    from mtp_lit.model import checkpoint_path
     have, cases = set(ModelRegistry.get_supported_archs()), {}
     for k in sorted(set(GPU_CONFIGS) & have):
-        d = root / k; d.mkdir(parents=True)
-        (d / 'config.json').write_text(json.dumps(GPU_CONFIGS[k], indent=1))
-        for f in ('tokenizer.json', 'tokenizer_config.json', 'generation_config.json'): shutil.copy(checkpoint_path('qwen3_5-tiny') / f, d / f)
+        d = gd.tiny_generic(k, root / k)   # the CPU case's directory (processor, remote code), with the GPU config
+        (d / 'config.json').write_text(json.dumps(GPU_CONFIGS[k] | ({'auto_map': json.loads((d / 'config.json').read_text())['auto_map']}
+                                                                    if k in gd.REMOTE else {}), indent=1))
         cases[k] = (d, {'MTP_FP8': '1'} if k in GPU_NO_WINDOW else gd.env(k), 1, gd.engine_args(k) | GPU_ENGINE_ARGS.get(k, {}))
     return cases, sorted(set(GPU_CONFIGS) - have)
 

@@ -49,7 +49,10 @@ TINY_CONFIGS = {
     'DeepseekV32MTPModel': _cfg('DeepseekV32ForCausalLM', 'deepseek_v32', True, **MLA_DIMS, index_topk=8, index_n_heads=2, index_head_dim=32),
     'Dots3NoteMTPModel': _cfg('Dots3NoteForCausalLM', 'dots3_note', True, **MLA_DIMS, layer_types=['full_attention']),
     'InklingMTPModel': _cfg('InklingForCausalLM', 'inkling_model', True, **MLA_DIMS, mtp_config={'num_nextn_predict_layers': 1}),
-    'Qwen4ExpMTP': _cfg('Qwen4ExpForCausalLM', 'qwen4_exp', True, **MLA_DIMS, hc_count=2),
+    # its layers read a nested text_config (defaults: hidden 2048, 512 experts), so the tiny sizes go there too
+    'Qwen4ExpMTP': _cfg('Qwen4ExpForCausalLM', 'qwen4_exp', True, **MLA_DIMS, hc_count=2,
+                        text_config={**BASE, **MOE, 'model_type': 'qwen4_exp_text', 'shared_expert_intermediate_size': 32, 'hc_count': 2,
+                                     'layer_types': ['full_attention']}),
     'MiniMaxM3MTP': _cfg('MiniMaxM3MTP', 'minimax_m3_mtp', True, **MLA_DIMS, num_mtp_modules=1, hidden_act='swigluoai', moe_layer_freq=[1] * 4,
                          sparse_attention_config={'use_sparse_attention': False, 'sparse_index_dim': 32, 'sparse_num_index_heads': 1,
                                                   'sparse_topk_blocks': 2, 'sparse_block_size': 16, 'sparse_disable_index_value': [1] * 4,

@@ -165,6 +165,14 @@ def engine_args(key) -> dict:
             **({'language_model_only': True} if key in LM_ONLY else {})}
 
 
+def assert_built(h: dict, row: dict, windowless: bool) -> None:
+    "A `bad_inputs.load_drafts` result `h` of the class of `draft_status` row `row`: mtp_lit's subclass of vLLM's class, finite, e4m3, windowed."
+    assert h['loaded'] and h['class'] == f"mtp_lit.plugin.{row['class']}" and h['nonfinite'] == [], h
+    assert h['bases'][0].rsplit('.', 1)[1] == row['class'] and h['bases'][0].startswith('vllm.'), h['bases']
+    assert h['fp8'], h
+    assert (set(h['windows']) <= {None}) if windowless else h['windows'] == [16], h   # MLA and the like: no sliding-window path
+
+
 def tiny_generic(key, dst) -> Path:
     "A tiny model directory at `dst` whose MTP draft is vLLM's class `key`: `TINY_CONFIGS[key]` and tokenizer files, no weights."
     import shutil

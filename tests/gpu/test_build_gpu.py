@@ -73,7 +73,4 @@ def test_build_on_gpu(builds, key):
     if key in GPU_REFUSED:
         assert not h['loaded'] and re.search(GPU_REFUSED[key], h['error']), h
         return
-    assert h['loaded'] and h['class'] == f"mtp_lit.plugin.{row['class']}" and h['nonfinite'] == [], h
-    assert h['bases'][0].rsplit('.', 1)[1] == row['class'] and h['bases'][0].startswith('vllm.'), h['bases']
-    assert h['fp8'], h
-    assert (set(h['windows']) <= {None}) if key in gd.MLA | GPU_NO_WINDOW else h['windows'] == [16], h
+    gd.assert_built(h, row, windowless=key in gd.MLA | GPU_NO_WINDOW)

@@ -169,7 +169,8 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
                       A8: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr,
                       WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr,
                       ATOMIC: tl.constexpr = False, ACT: tl.constexpr = 0, ARGMAX: tl.constexpr = False,
-                      pv_ptr=None, pi_ptr=None, PDL: tl.constexpr = 0, TMA: tl.constexpr = False):
+                      pv_ptr=None, pi_ptr=None, PDL: tl.constexpr = 0, TMA: tl.constexpr = False,
+                      FIXUP: tl.constexpr = False, ws_ptr=None, cnt_ptr=None):
     """out[M, N] (+)= act(x)[M, K] @ (scale * w[N, K])^T (+ bias) (+ residual).
 
     grid = (cdiv(N, BN), SPLIT_K, cdiv(M, BM)). ATOMIC: out is float32 and already holds something (zeros, or the
@@ -177,7 +178,10 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
     SPLIT_K = 1): instead of the logits, each program writes the largest logit of each token, as rounded to out's dtype,
     to pv[m, pid_n] (float32) and its first column to pi[m, pid_n] (int32); `argmax_finalize_kernel` picks the token.
     PDL 1: launched with programmatic dependent launch (it waits for the previous kernel first, then lets the next one launch).
-    TMA: w_ptr is a TensorDescriptor (block [BN, BK]) and every weight tile is one TMA bulk copy."""
+    TMA: w_ptr is a TensorDescriptor (block [BN, BK]) and every weight tile is one TMA bulk copy.
+    FIXUP (split-K into a new output, one launch): each program stores its float32 part in ws[pid_k] ([SPLIT_K, M, N]) and
+    counts itself in cnt[tile] (int32, zero on entry; SPLIT_K * M * N < 2**31); the tile's last program sums the SPLIT_K parts in order of pid_k,
+    adds the residual, writes out and sets cnt[tile] back to zero for the next launch."""
     _pdl_start(PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -194,7 +198,7 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
     acc = _epilogue_scale(acc, s_ptr, rn, N, stride_sn, SCALE_MODE)
     if HAS_BIAS:
         b = tl.load(b_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)
-        if ATOMIC:
+        if ATOMIC or FIXUP:
             b = tl.where(pid_k == 0, b, 0.0)
         acc += b[None, :]
     o_ptrs = o_ptr + rm[:, None] * stride_om + rn[None, :]
@@ -208,6 +212,19 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
                  tl.min(tl.where(v == vmax[:, None], rn[None, :], 2147483647), axis=1), mask=m_ok)
     elif ATOMIC:
         tl.atomic_add(o_ptrs, acc, mask=mask, sem="relaxed")
+    elif FIXUP:
+        tile = pid_m * tl.num_programs(0) + pid_n
+        ws = ws_ptr + rm[:, None] * N + rn[None, :]
+        tl.store(ws + pid_k * M * N, acc, mask=mask)
+        tl.debug_barrier()   # every thread's part is stored before the count releases it
+        if tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel") == SPLIT_K - 1:
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+            for j in tl.static_range(SPLIT_K):   # a fixed order: the sum does not depend on which program came last
+                acc += tl.load(ws + j * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+            if HAS_RES:
+                acc += tl.load(r_ptr + rm[:, None] * stride_rm + rn[None, :], mask=mask, other=0.0).to(tl.float32)
+            tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed")
     else:
         if HAS_RES:
             acc += tl.load(r_ptr + rm[:, None] * stride_rm + rn[None, :], mask=mask, other=0.0).to(tl.float32)

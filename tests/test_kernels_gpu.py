@@ -190,19 +190,27 @@ def test_moe_bf16_weights_match_torch_backend():
     assert rel(y, yt.double()) < 5e-3
 
 
-def test_cuda_graph_capture_split_k():
-    "fp8_linear (split-K: zero-fill + atomics + cast) replays inside a CUDA graph with the same result."
+def test_cuda_graph_capture_split_k(monkeypatch):
+    "fp8_linear with split-K into a new output (the fixup: one launch, counters left at zero) replays inside a CUDA graph"
+    " bit for bit, on its capture stream's counters; the atomic path (zero-fill + atomics + cast) agrees with it."
+    import mtp_lit.kernels as mk
     g = gen()
     q, s = quantize_fp8(rand(5120, 6144, g=g, std=6144 ** -0.5), 'per-channel')
     x = rand(4, 6144, g=g).to(torch.bfloat16)
+    res = rand(4, 5120, g=g).to(torch.bfloat16)
     cfg = KernelConfig(BN=64, BK=256, SPLIT_K=4)
-    y0 = fp8_linear(x, q, s, config=cfg)
+    y0 = fp8_linear(x, q, s, residual=res, config=cfg)
+    assert all(torch.equal(fp8_linear(x, q, s, residual=res, config=cfg), y0) for _ in range(3))   # fixed order of the parts
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        y = fp8_linear(x, q, s, config=cfg)
-    graph.replay(); torch.cuda.synchronize()
-    assert rel(y, y0.double()) < 1e-6
-    assert rel(y, reference_linear(x, q, s)) < 5e-3
+        y = fp8_linear(x, q, s, residual=res, config=cfg)
+    for _ in range(3):
+        y.zero_(); graph.replay(); torch.cuda.synchronize()
+        assert torch.equal(y, y0)
+    assert rel(y, reference_linear(x, q, s, None, res)) < 5e-3
+    assert all(int(c.count_nonzero()) == 0 for c in mk._COUNTERS.values())
+    monkeypatch.setattr(mk, 'FIXUP_MAX_FLOATS', 0)   # the atomic path
+    assert rel(fp8_linear(x, q, s, residual=res, config=cfg), y0.double()) < 1e-2
 
 
 @pytest.mark.parametrize('N,K,M', [(40960, 5120, 1), (40960, 5120, 16), (3880, 320, 5), (1000, 256, 64)])

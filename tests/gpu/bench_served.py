@@ -39,13 +39,20 @@ def served_dir(name: str, out: Path, head_rows: int = 0) -> Path:
     (out / 'config.json').write_text(json.dumps(tc, indent=1))
     return out
 
+def _kernel_difference(short: list, long: list) -> list:
+    s = {n: (c, t) for n, c, t in short}
+    rows = [[n, c - s.get(n, (0, 0.0))[0], t - s.get(n, (0, 0.0))[1]] for n, c, t in long]
+    return sorted((r for r in rows if r[1] > 0), key=lambda r: -r[2])
+
 def profile_difference(short: dict, long: dict, top: int = 30) -> dict:
-    "`long` minus `short`, two `DraftInspector.mtp_lit_profile` results: the kernels of the decode steps between them."
-    s = {n: (c, t) for n, c, t in short['kernels']}
-    rows = [[n, c - s.get(n, (0, 0.0))[0], t - s.get(n, (0, 0.0))[1]] for n, c, t in long['kernels']]
-    rows = sorted((r for r in rows if r[1] > 0), key=lambda r: -r[2])
-    return {'wall_ms': long['wall_ms'] - short['wall_ms'], 'gpu_ms': long['gpu_ms'] - short['gpu_ms'], 'kernels': rows[:top],
-            'method': 'long minus short'}
+    """`long` minus `short`, two `DraftInspector.mtp_lit_profile` results: the kernels of the decode steps between them, and
+    under 'draft' those inside the draft proposer's calls (`mtp_lit.demo.draft_kernels`), all of them."""
+    out = {'wall_ms': long['wall_ms'] - short['wall_ms'], 'gpu_ms': long['gpu_ms'] - short['gpu_ms'],
+           'kernels': _kernel_difference(short['kernels'], long['kernels'])[:top], 'method': 'long minus short'}
+    if 'draft' in long and 'draft' in short:
+        a, b = short['draft'], long['draft']
+        out['draft'] = {k: b[k] - a[k] for k in ('ranges', 'range_ms', 'gpu_ms')} | {'kernels': _kernel_difference(a['kernels'], b['kernels'])}
+    return out
 
 def _decode(llm, prompts, n):
     "Wall seconds to decode `n` tokens for every prompt, and vLLM's spec-decode draft count over that call."

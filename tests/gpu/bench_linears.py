@@ -5,6 +5,7 @@
 For each Qwen3.5-27B MTP linear, the 40 960-row draft head, and M in 1 ... 256 tokens (a decode step of B sequences
 drafts its first proposal on B(k+1) tokens): `fp8_linear` as the plugin calls it (per-channel e4m3; the Triton kernels,
 or from `SCALED_MM_MIN_M` tokens on W8A8 through vLLM's cutlass_scaled_mm), the Triton kernel alone (the tuned config),
+the Triton kernel with the config tuned for accumulation into float32 (`use='acc'`) writing a new output,
 `scaled_mm_linear`'s engine-free fallback alone (torch._scaled_mm),
 cuBLAS in BF16 (`F.linear`: vLLM's unquantized draft), and vLLM's own FP8 linear (dynamic per-token e4m3 activations,
 `cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs). For the Qwen3.5-35B-A3B MTP layer's routed experts
@@ -38,9 +39,10 @@ def dense_rows(shapes, Ms, log=print):
             def vllm_fp8(q, s):
                 xq, xs = ops.scaled_fp8_quant(x, use_per_token_if_dynamic=True)
                 return ops.cutlass_scaled_mm(xq, q.t(), xs, s.reshape(-1, 1), out_dtype=torch.bfloat16)
-            cfg = select_config(M, N, K, 'per-channel')
+            cfg, cfg_acc = select_config(M, N, K, 'per-channel'), select_config(M, N, K, 'per-channel', use='acc')
             t = {'mtp_lit': [functools.partial(fp8_linear, x, q, s) for q, s in ws],
                  'mtp_lit_triton': [functools.partial(fp8_linear, x, q, s, config=cfg) for q, s in ws],
+                 'mtp_lit_acc_config': [functools.partial(fp8_linear, x, q, s, config=cfg_acc) for q, s in ws],
                  'mtp_lit_scaled_mm': [functools.partial(scaled_mm_linear, x, q, s, 'per-channel', use_vllm=False) for q, s in ws],
                  'vllm_fp8': [functools.partial(vllm_fp8, q, s) for q, s in ws],
                  'bf16': [functools.partial(F.linear, x, w) for w in wb]}

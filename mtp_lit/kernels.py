@@ -135,8 +135,8 @@ def tuned_table(path=None):
 def select_config(M, N, K, mode='per-channel', table=None, num_sms=None, use='', block_k=128):
     """The config for an [M, K] x [N, K]^T FP8 linear from the tuned table: the entry for (N, K, mode, M bucket), else
     the nearest tuned bucket of that shape (the smallest above M, else the largest below), else `default_config`.
-    use: how the output is taken, as `tune_fp8_linear` times it: '' (a new tensor), 'acc' (added into a float32
-    `out`, so split-K needs no zero-fill or cast), 'acc+silu', 'silu'. For a use, the order is: the exact bucket tuned
+    use: how the output is taken, as `tune_fp8_linear` times it: '' (a new tensor; split-K summed in the launch), 'acc'
+    (added into a float32 `out` with atomics), 'acc+silu', 'silu'. For a use, the order is: the exact bucket tuned
     for that use (key 'N,K,mode,M bucket,use'), the exact plain bucket, the nearest bucket for that use, the nearest
     plain bucket. Block scales (`block_k` columns each) take only a config whose BK divides `block_k`, else the default
     fitted to it (`fit_block_k`). Raises ValueError for another use."""

@@ -22,6 +22,9 @@ ROOT = HERE.parent.parent
 CONFIGS = ROOT / 'tests' / 'fixtures' / 'checkpoints'   # real checkpoints' metadata: NAME/config.json
 FP8 = {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}
 DRAFTS = {'bf16': {}, 'fp8': FP8, 'fp8-head': FP8, 'fp8-head-window': FP8 | {'MTP_DRAFT_WINDOW': '2048'}}   # 'head': + the draft vocabulary
+# speculative_config options per draft: a truncated head gives vLLM's proposer its token directly (vLLM's own option; the
+# FP8 head's argmax kernel, no vocabulary-wide logits), as the plugin page tells users to serve it
+SPEC_OPTS = {'fp8-head': {'use_local_argmax_reduction': True}, 'fp8-head-window': {'use_local_argmax_reduction': True}}
 PROFILE_TOKENS = 16   # decode steps profiled (`--profile`): a profiled decode of 8 + 16 tokens minus one of 8, so the prefill cancels
 CAPTURE = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320]   # CUDA-graph batch sizes: every B × (k+1) of the sweep
 
@@ -62,7 +65,7 @@ def _decode(llm, prompts, n):
     llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True, detokenize=False), use_tqdm=False)
     return time.perf_counter() - t0, drafts() - d0
 
-def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, tokens: int, profile: list = ()) -> dict:
+def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, tokens: int, profile: list = (), spec_opts: dict = None) -> dict:
     "One engine (vLLM imported here): decode-step and draft-step times for each batch size; see the module docstring."
     import torch
     from statistics import median
@@ -78,7 +81,7 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
     if 'vision_config' in cfg: args['language_model_only'] = True   # text decoding: no vision tower, no processor
     if torch.cuda.is_available() and 'linear_attention' in (cfg.get('text_config', cfg).get('layer_types') or ()):
         args['gdn_prefill_backend'] = 'triton'   # Gated DeltaNet prefill without FlashInfer (not in the GPU image here)
-    if k: args['speculative_config'] = {'method': 'mtp', 'num_speculative_tokens': k}
+    if k: args['speculative_config'] = {'method': 'mtp', 'num_speculative_tokens': k} | (spec_opts or {})
     if target == 'fp8': args['quantization'] = 'fp8'
     if not torch.cuda.is_available():   # vLLM CPU (a check of this script): eager, a small KV cache
         args.update(enforce_eager=True); args.pop('compilation_config'); args.pop('gpu_memory_utilization')
@@ -116,6 +119,11 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         res['batches'][str(b)] = row
         print(f'  B={b:3d} step {row["step_ms"]:.3f} ms' + (f', draft {row["draft_ms"]:.3f} ms' if row.get('draft_ms') else ''), flush=True)
     return res
+
+def plugin_commit() -> str | None:
+    "The commit of the checkout this benchmark runs from (its mtp_lit), None outside a git checkout."
+    p = subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True)
+    return p.stdout.strip() or None
 
 def environment() -> dict:
     import torch, vllm
@@ -233,7 +241,8 @@ def main(argv=None):
         if not (cache_root / 'modelinfos').exists():   # the registry's inspection of model classes is shared (one subprocess per class, once)
             (cache_root / 'modelinfos').symlink_to(work / 'vllm-cache' / 'modelinfos')
         cache = {'VLLM_CACHE_ROOT': str(cache_root), 'TRITON_CACHE_AUTOTUNING': '1'}   # Triton's autotuning results are kept on disk: once per kernel and shape
-        spec = dict(model=str(mdir), k=k, target=t, batches=a.batches, prompt=a.prompt, tokens=a.tokens, profile=a.profile, env=DRAFTS.get(d, {}) | cache)
+        spec = dict(model=str(mdir), k=k, target=t, batches=a.batches, prompt=a.prompt, tokens=a.tokens, profile=a.profile,
+                    spec_opts=SPEC_OPTS.get(d, {}) if k else {}, env=DRAFTS.get(d, {}) | cache)
         sp, op = work / f'{name.replace("/", "--")}.spec.json', work / f'{name.replace("/", "--")}.out.json'
         sp.write_text(json.dumps(spec))
         print(name, flush=True)
@@ -252,7 +261,8 @@ def main(argv=None):
             print(f"  start {rec['runs'][name]['start_s']} s, total {time.time() - t0:.0f} s", flush=True)
         longest = max(longest, time.time() - t0)
         rec['runs'][name]['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
-        rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None}
+        rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None,
+                                         'speculative_config': spec['spec_opts'], 'plugin': plugin_commit()}
         rec['runs'][name]['date'] = time.strftime('%Y-%m-%d')
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rec, indent=1))

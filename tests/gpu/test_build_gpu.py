@@ -29,7 +29,8 @@ GPU_CONFIGS = {k: gd.TINY_CONFIGS[k] for k in ('DeepSeekV4MTPModel', 'DeepseekV3
 GPU_CONFIGS['NemotronHMTPModel'] = {**gd.TINY_CONFIGS['NemotronHMTPModel'], 'layers_block_type': ['full_attention'],
                                     'mtp_layers_block_type': ['full_attention', 'moe'], 'mtp_hybrid_override_pattern': '*E'}
 GPU_CONFIGS['DeepSeekV4MTPModel'] = {**GPU_CONFIGS['DeepSeekV4MTPModel'], 'o_lora_rank': 32, 'o_groups': 1, 'compress_ratios': [0, 0],
-                                     'sliding_window': 16, 'head_dim': 32}
+                                     'sliding_window': 16, 'head_dim': 32,
+                                     'swiglu_limit': 10.0}   # a real limit: 0.0 clamps every expert activation to zero (vLLM's too)
 
 GPU_ENGINE_ARGS = {'DeepSeekV4MTPModel': {'kv_cache_dtype': 'fp8'}}   # its fp8_ds_mla KV layout takes only an FP8 KV cache
 # refused at load, with the error (mtp_lit's FP8 experts take gated MLPs only; Nemotron-H's MoE is one relu2 projection)
@@ -74,3 +75,6 @@ def test_build_on_gpu(builds, key):
         assert not h['loaded'] and re.search(GPU_REFUSED[key], h['error']), h
         return
     gd.assert_built(h, row, windowless=key in gd.MLA | GPU_NO_WINDOW)
+    if h.get('experts'):   # the FP8 routed experts against BF16 experts of the same weights, on the GPU (CPU builds: test_bad_inputs)
+        r = h['experts']
+        assert r['out_norm'] > 0 and 0.005 < r['weight_rel_err'] < 0.04 and 0.01 < r['out_rel_err'] < 0.08 and r['out_rel_err_bf16'] < 0.005, r

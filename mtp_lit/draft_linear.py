@@ -45,7 +45,7 @@ _SCALE_PARAM = {'per-tensor': PerTensorScaleParameter, 'per-channel': ChannelQua
 
 @register_weight_loader_v2_supported_method
 class Fp8DraftLinearMethod(LinearMethodBase):
-    """FP8 e4m3 weights for one draft linear layer (W8A16: weight-only dequantisation inside the matmul).
+    """FP8 e4m3 weights for one draft linear layer (the dequantisation inside the matmul, `kernels.fp8_linear`).
 
     `plan.mode`: 'fp8-online' (BF16/FP16 weights are loaded, then quantized shard by shard in
     `process_weights_after_loading`) or 'fp8-serialized' (e4m3 `weight` + `weight_scale` (per-tensor `[shards]`,

@@ -45,16 +45,20 @@ DRAFT_RANGE = 'mtp_lit::draft'   # the profiler range around each call of the dr
 
 def draft_kernels(events: list, name: str = DRAFT_RANGE) -> dict:
     """The GPU kernels inside the ranges `name` of a torch.profiler chrome trace (`events`: its 'traceEvents'):
-    {'ranges', 'range_ms' (their GPU spans summed), 'gpu_ms' (the kernels' time summed), 'kernels': [name, calls, ms] by
-    time}. range_ms - gpu_ms is the time the GPU waits between the draft's kernels."""
-    spans = sorted((e['ts'], e['ts'] + e['dur']) for e in events if e.get('cat') == 'gpu_user_annotation' and e.get('name') == name)
+    {'ranges' (the calls), 'range_ms' (their GPU spans, overlaps counted once), 'gpu_ms' (the kernels' time summed),
+    'kernels': [name, calls, ms] by time}. range_ms - gpu_ms is the time the GPU waits between the draft's kernels."""
+    spans = []   # the GPU spans (one per range and CUDA stream), overlapping ones merged
+    for a, b in sorted((e['ts'], e['ts'] + e['dur']) for e in events if e.get('cat') == 'gpu_user_annotation' and e.get('name') == name):
+        if spans and a <= spans[-1][1]: spans[-1][1] = max(spans[-1][1], b)
+        else: spans.append([a, b])
     ks = {}
     for e in events:
         if e.get('cat') != 'kernel': continue
         if any(a <= e['ts'] < b for a, b in spans):
             c, t = ks.get(e['name'], (0, 0.0)); ks[e['name']] = (c + 1, t + e['dur'] / 1e3)
     rows = sorted(([n, c, t] for n, (c, t) in ks.items()), key=lambda r: -r[2])
-    return {'ranges': len(spans), 'range_ms': sum(b - a for a, b in spans) / 1e3, 'gpu_ms': sum(r[2] for r in rows), 'kernels': rows}
+    calls = sum(e.get('cat') == 'user_annotation' and e.get('name') == name for e in events)   # the CPU side: one per call
+    return {'ranges': calls, 'range_ms': sum(b - a for a, b in spans) / 1e3, 'gpu_ms': sum(r[2] for r in rows), 'kernels': rows}
 
 # %% ../nbs/11_demo.ipynb #353db867
 class DraftInspector:
@@ -129,8 +133,8 @@ class DraftInspector:
         prof, wall = self._mtp_lit_prof, time.perf_counter() - self._mtp_lit_prof_t
         prof.__exit__(None, None, None)
         ks = {}
-        for ev in prof.events():
-            if ev.device_type == torch.autograd.DeviceType.CUDA:
+        for ev in prof.events():   # CUDA kernels; not the GPU side of a profiler range (the draft's), also a CUDA event
+            if ev.device_type == torch.autograd.DeviceType.CUDA and not getattr(ev, 'is_user_annotation', False):
                 n, t = ks.get(ev.name, (0, 0.0)); ks[ev.name] = (n + 1, t + ev.device_time_total / 1e3)
         rows = sorted(([n, c, t] for n, (c, t) in ks.items()), key=lambda r: -r[2])
         out = {'wall_ms': wall * 1e3, 'gpu_ms': sum(r[2] for r in rows), 'kernels': rows[:top]}

@@ -333,13 +333,17 @@ FIXUP_MAX_FLOATS = 1 << 24   # the largest split-K workspace [S, M, N] summed in
 COUNTER_SLOTS = 1 << 16       # output tiles one split-K launch may count (int32 each)
 _COUNTERS = {}
 
-def split_counters(device):
-    """The int32 tile counters of split-K's fixup on `device` for the current CUDA stream (`COUNTER_SLOTS` zeros,
-    allocated once and kept: each launch leaves them zero, and a CUDA graph may hold their address). One set per stream,
-    so launches on two streams never share a counter."""
+def split_counters(device, tiles=COUNTER_SLOTS):
+    """The int32 tile counters of split-K's fixup on `device` for the current CUDA stream: `COUNTER_SLOTS` zeros,
+    allocated once and kept (each launch leaves them zero, and a CUDA graph may hold their address), one set per stream.
+    A graph captured on a stream that has none yet gets `tiles` zeros of its own instead (a memset in that graph), so no
+    counter is ever allocated inside one graph and shared by another. Graphs captured on one stream share its counters:
+    replay them one at a time, as vLLM does."""
     d = torch.device(device)
     key = (d.type, d.index, torch.cuda.current_stream(d).cuda_stream if d.type == 'cuda' else 0)
-    if key not in _COUNTERS: _COUNTERS[key] = torch.zeros(COUNTER_SLOTS, device=d, dtype=torch.int32)
+    if key not in _COUNTERS:
+        if d.type == 'cuda' and torch.cuda.is_current_stream_capturing(): return torch.zeros(tiles, device=d, dtype=torch.int32)
+        _COUNTERS[key] = torch.zeros(COUNTER_SLOTS, device=d, dtype=torch.int32)
     return _COUNTERS[key]
 
 def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argmax=None, pdl=False):
@@ -390,7 +394,7 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
             SPLIT_K=split, HAS_BIAS=bias is not None, HAS_RES=has_res, ATOMIC=atomic, ARGMAX=argmax is not None,
             pv_ptr=argmax[0] if argmax else None, pi_ptr=argmax[1] if argmax else None, FIXUP=fixup,
             ws_ptr=torch.empty(split, M, N, device=x2.device, dtype=torch.float32) if fixup else None,
-            cnt_ptr=split_counters(x2.device) if fixup else None, **common)
+            cnt_ptr=split_counters(x2.device, tiles) if fixup else None, **common)
     if o2 is not None: return o2
     return out.to(x2.dtype) if atomic else out
 

@@ -213,6 +213,24 @@ def test_cuda_graph_capture_split_k(monkeypatch):
     assert rel(fp8_linear(x, q, s, residual=res, config=cfg), y0.double()) < 1e-2
 
 
+def test_split_k_fixup_captured_on_a_stream_without_counters():
+    "A CUDA graph captured on a stream that has no split-K counters yet gets counters of its own (a memset inside the"
+    " graph), none kept for other graphs; its replays are right every time."
+    import mtp_lit.kernels as mk
+    g = gen()
+    q, s = quantize_fp8(rand(5120, 6144, g=g, std=6144 ** -0.5), 'per-channel')
+    x = rand(4, 6144, g=g).to(torch.bfloat16)
+    cfg = KernelConfig(BN=64, BK=256, SPLIT_K=4)
+    y0 = fp8_linear(x, q, s, config=cfg)   # compiled, and counters for this stream only
+    kept, graph, st = set(mk._COUNTERS), torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.graph(graph, stream=st):
+        y = fp8_linear(x, q, s, config=cfg)
+    assert set(mk._COUNTERS) == kept
+    for _ in range(3):
+        y.zero_(); graph.replay(); torch.cuda.synchronize()
+        assert torch.equal(y, y0)
+
+
 @pytest.mark.parametrize('N,K,M', [(40960, 5120, 1), (40960, 5120, 16), (3880, 320, 5), (1000, 256, 64)])
 def test_fp8_linear_argmax_is_argmax_of_the_logits(N, K, M):
     "fp8_linear_argmax (per-tile maxima in the head's epilogue + one finalize kernel) picks torch.argmax's token of"

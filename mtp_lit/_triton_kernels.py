@@ -94,7 +94,23 @@ def _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
         w = tl.load(w_ptr + rn[:, None] * stride_wn + kk[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
     if SCALE_MODE == 3:
         s = tl.load(s_ptr + (rn // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=n_ok, other=0.0)
-    if A8:
+    if x.dtype == tl.float8e4nv:
+        # W8A8 on activations quantised before the launch (one scale per token, applied in the epilogue): the MMA
+        # accumulates across K tiles
+        if DOT_F32:
+            x = x.to(tl.float32)
+            w = w.to(tl.float32)
+        if SWAP:
+            if SCALE_MODE == 3:
+                acc += tl.dot(w, tl.trans(x)) * s[:, None]
+            else:
+                acc = tl.dot(w, tl.trans(x), acc)
+        else:
+            if SCALE_MODE == 3:
+                acc += tl.dot(x, tl.trans(w)) * s[None, :]
+            else:
+                acc = tl.dot(x, tl.trans(w), acc)
+    elif A8:
         # W8A8: dynamic activation quant, one e4m3 scale per (token, K tile) = max(amax/448, MIN_SCALE)
         xf = x.to(tl.float32)
         xs = tl.maximum(tl.max(tl.abs(xf), axis=1) / 448.0, MIN_SCALE)
@@ -152,11 +168,14 @@ def _mainloop(x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, k_lo, k_hi, K, N,
         return acc
 
 @triton.jit
-def _epilogue_scale(acc, s_ptr, rn, N, stride_sn, SCALE_MODE: tl.constexpr):
+def _epilogue_scale(acc, s_ptr, rn, N, stride_sn, SCALE_MODE: tl.constexpr, xs_ptr=None, rm=None, M=0):
+    "acc [BM, BN] times the weight's per-tensor / per-channel scale, and with `xs_ptr` the per-token scales xs[rm] of e4m3 activations."
     if SCALE_MODE == 1:
         acc = acc * tl.load(s_ptr)
     elif SCALE_MODE == 2:
         acc = acc * tl.load(s_ptr + rn * stride_sn, mask=rn < N, other=0.0)[None, :]
+    if xs_ptr is not None:
+        acc = acc * tl.load(xs_ptr + rm, mask=rm < M, other=0.0)[:, None]
     return acc
 
 # %% ../nbs/06c_triton_kernels.ipynb #3438dbcb
@@ -170,7 +189,7 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
                       WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr,
                       ATOMIC: tl.constexpr = False, ACT: tl.constexpr = 0, ARGMAX: tl.constexpr = False,
                       pv_ptr=None, pi_ptr=None, PDL: tl.constexpr = 0, TMA: tl.constexpr = False,
-                      FIXUP: tl.constexpr = False, ws_ptr=None, cnt_ptr=None):
+                      FIXUP: tl.constexpr = False, ws_ptr=None, cnt_ptr=None, xs_ptr=None):
     """out[M, N] (+)= act(x)[M, K] @ (scale * w[N, K])^T (+ bias) (+ residual).
 
     grid = (cdiv(N, BN), SPLIT_K, cdiv(M, BM)). ATOMIC: out is float32 and already holds something (zeros, or the
@@ -181,7 +200,8 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
     TMA: w_ptr is a TensorDescriptor (block [BN, BK]) and every weight tile is one TMA bulk copy.
     FIXUP (split-K into a new output, one launch): each program stores its float32 part in ws[pid_k] ([SPLIT_K, M, N]) and
     counts itself in cnt[tile] (int32, zero on entry; SPLIT_K * M * N < 2**31); the tile's last program sums the SPLIT_K parts in order of pid_k,
-    adds the residual, writes out and sets cnt[tile] back to zero for the next launch."""
+    adds the residual, writes out and sets cnt[tile] back to zero for the next launch.
+    xs_ptr: x is e4m3 [M, K] quantised per token before the launch (`quantize_act_rows`), xs its float32 scales [M]."""
     _pdl_start(PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -195,7 +215,7 @@ def fp8_linear_kernel(x_ptr, w_ptr, s_ptr, b_ptr, r_ptr, o_ptr,
     acc = _mainloop(x_ptr, w_ptr, s_ptr, rm, m_ok, rn, k_lo, k_hi, K, N,
                     stride_xm, stride_wn, stride_sn, stride_sk,
                     BM, BN, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT, pid_n * BN, TMA)
-    acc = _epilogue_scale(acc, s_ptr, rn, N, stride_sn, SCALE_MODE)
+    acc = _epilogue_scale(acc, s_ptr, rn, N, stride_sn, SCALE_MODE, xs_ptr, rm, M)
     if HAS_BIAS:
         b = tl.load(b_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)
         if ATOMIC or FIXUP:
@@ -249,14 +269,14 @@ def fp8_linear_sk_kernel(x_ptr, w_ptr, s_ptr, o_ptr, M, N, K, KT, U,
                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                          SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
                          A8: tl.constexpr, WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr,
-                         ACT: tl.constexpr = 0, PDL: tl.constexpr = 0, TMA: tl.constexpr = False):
+                         ACT: tl.constexpr = 0, PDL: tl.constexpr = 0, TMA: tl.constexpr = False, xs_ptr=None):
     """Stream-K (Osama et al., PPoPP 2023): out[M, N] += act(x)[M, K] @ (scale * w[N, K])^T. x bf16/fp16/fp32 (row
     stride stride_xm; [M, 2K] with ACT 1), w [N, K] float8_e4m3fn (row stride stride_wn), scales float32 as in
     fp8_linear_kernel (SCALE_MODE 1 per-tensor, 2 per-channel, 3 block), out float32 [M, N]. The U = cdiv(N, BN) * KT weight tiles
     (KT = cdiv(K, BK) per block of BN rows, taken block after block) are cut into num_programs(0) contiguous runs of
     equal length (+-1 tile); each program streams its run in one software-pipelined loop and adds its partial sums into
     out with atomics each time its run leaves a row block. One wave of equal programs: no program starts late, none
-    ends late. grid = (P, cdiv(M, BM)), P about a small multiple of the SM count. TMA: as in fp8_linear_kernel."""
+    ends late. grid = (P, cdiv(M, BM)), P about a small multiple of the SM count. TMA, xs_ptr: as in fp8_linear_kernel."""
     _pdl_start(PDL)
     pid = tl.program_id(0)
     P = tl.num_programs(0)
@@ -278,9 +298,9 @@ def fp8_linear_sk_kernel(x_ptr, w_ptr, s_ptr, o_ptr, M, N, K, KT, U,
                          rb * BN, TMA)
         if (k0 + BK >= K) | (u == u1 - 1):  # the run leaves this row block: add its part into out
             if SWAP:
-                part = _epilogue_scale(tl.trans(acc), s_ptr, rn, N, stride_sn, SCALE_MODE)
+                part = _epilogue_scale(tl.trans(acc), s_ptr, rn, N, stride_sn, SCALE_MODE, xs_ptr, rm, M)
             else:
-                part = _epilogue_scale(acc, s_ptr, rn, N, stride_sn, SCALE_MODE)
+                part = _epilogue_scale(acc, s_ptr, rn, N, stride_sn, SCALE_MODE, xs_ptr, rm, M)
             tl.atomic_add(o_ptr + rm[:, None] * stride_om + rn[None, :], part, mask=m_ok[:, None] & n_ok[None, :],
                           sem="relaxed")
             if SWAP:

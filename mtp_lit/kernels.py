@@ -6,7 +6,7 @@
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'FIXUP_MAX_FLOATS', 'COUNTER_SLOTS', 'SCALED_MM_MIN_M', 'GLUE_WARPS',
            'reference_linear', 'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'fit_block_k',
            'tuned_table', 'select_config', 'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul',
-           'fp8_linear', 'fp8_linear_argmax', 'split_counters', 'scaled_mm_ok', 'vllm_scaled_mm_ops',
+           'fp8_linear', 'fp8_linear_argmax', 'split_counters', 'scaled_mm_ok', 'xq_tuned', 'vllm_scaled_mm_ops',
            'quantize_act_rows', 'scaled_mm_linear', 'moe_linear', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op',
            'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn', 'fused_router_topk', 'fused_moe_combine',
            'read_sweep', 'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
@@ -50,7 +50,9 @@ class KernelConfig:
     SK > 0: stream-K, SK programs per SM, each streaming an equal run of the weight's (BN, BK) tiles (float32 atomics;
     SPLIT_K is then unused); TMA: the weight tiles come by Hopper's Tensor Memory Accelerator (one bulk copy per tile
     through a TensorDescriptor) in `fp8_linear` and `fp8_linear_argmax` where `tma_ok` allows it, else (and always in
-    `moe_linear`) by per-thread loads as with TMA False."""
+    `moe_linear`) by per-thread loads as with TMA False; XQ (with A8): the activations are quantised per token in a
+    launch before (`quantize_act_rows`, one scale per token over all of K, applied in the epilogue), so the fp8 MMA
+    accumulates across K tiles (`fp8_linear` and `fp8_linear_argmax` without act; else A8 as without XQ)."""
     BN: int = 64
     BK: int = 256
     SPLIT_K: int = 1
@@ -61,6 +63,7 @@ class KernelConfig:
     num_stages: int = 4
     SK: int = 0
     TMA: bool = False
+    XQ: bool = False
 
 KERNEL_VARIANTS = {  # (A8, WCVT, SWAP): the kernel designs the tuner compares
     'w8a16-cvt': (False, 0, False), 'w8a16-asm': (False, 2, False), 'w8a16-asm-swap': (False, 2, True),
@@ -269,7 +272,7 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     and returns it. backend: 'triton' (CUDA, sm_89+); 'torch' (any device: e4m3 weights converted exactly to x's
     dtype, F.linear, a per-tensor/per-channel scale applied in float32 after it; block scales applied to the weight
     in float32 before it is rounded to x's dtype); or 'auto' (triton when it can run). On the Triton backend with no `config`,
-    `scaled_mm_ok` sends many tokens to `scaled_mm_linear` (W8A8 on CUTLASS) instead. pdl: launch the Triton kernel
+    `scaled_mm_ok` sends many tokens to `scaled_mm_linear` (W8A8 on CUTLASS) instead, unless `xq_tuned`. pdl: launch the Triton kernel
     under programmatic dependent launch where `pdl_launch` allows it (off by default: the plugin's path under vLLM is
     not measured with it). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
     mode = _check_linear(x, qweight, scale, bias, residual, out, act, block_size)
@@ -283,7 +286,7 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     M = x2.shape[0]
     r2 = None if residual is None else residual.reshape(M, N)
     o2 = None if out is None else out.view(M, N)
-    if config is None and scaled_mm_ok(x2, qweight, mode):   # many tokens: W8A8 on CUTLASS
+    if config is None and scaled_mm_ok(x2, qweight, mode) and not xq_tuned(M, N, K, mode):   # many tokens: W8A8 on CUTLASS
         y = scaled_mm_linear(silu_mul(x2) if act else x2, qweight, scale, mode)
         if bias is not None: y = y + bias.to(y.dtype)
         if o2 is not None: o2.add_(y.float()); return out
@@ -309,7 +312,8 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
     x2, lead = _triton_rows(x, qweight, backend)
     N, K = qweight.shape
     M = x2.shape[0]
-    if config is None and scaled_mm_ok(x2, qweight, mode): return scaled_mm_linear(x2, qweight, scale, mode).argmax(-1).reshape(lead)
+    if config is None and scaled_mm_ok(x2, qweight, mode) and not xq_tuned(M, N, K, mode):
+        return scaled_mm_linear(x2, qweight, scale, mode).argmax(-1).reshape(lead)
     cfg = config or select_config(M, N, K, mode, block_k=block_size[1])
     nt = math.ceil(N / cfg.BN)
     pv = torch.empty(M, nt, device=x.device, dtype=torch.float32)
@@ -348,7 +352,8 @@ def split_counters(device, tiles=COUNTER_SLOTS):
 
 def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argmax=None, pdl=False):
     """The dense kernel's launch, or the stream-K one (config SK > 0); argmax=(pv, pi): the head's per-tile maxima
-    instead of an output (split-K and stream-K off); config TMA: the weight through a tensor descriptor where `tma_ok`.
+    instead of an output (split-K and stream-K off); config TMA: the weight through a tensor descriptor where `tma_ok`;
+    config XQ (with A8, no act, a scaled weight): the rows quantised per token first (`quantize_act_rows`).
     Split-K into a new output sums its parts in the launch (FIXUP) where the workspace and counters allow."""
     tk = _tk()
     M = x2.shape[0]
@@ -361,6 +366,7 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
     split = math.ceil(K / k_split)
     if scale is not None: scale = scale.float() if scale.dtype != torch.float32 else scale
     s, ssn, ssk = _scale_args(scale, mode)
+    xq, xs = quantize_act_rows(x2) if cfg.A8 and cfg.XQ and mode != 'none' and not act else (x2, None)
     tiles = math.ceil(N / cfg.BN) * math.ceil(M / BM)
     fixup = (o2 is None and not argmax and not sk and split > 1 and split * M * N <= FIXUP_MAX_FLOATS
              and tiles <= COUNTER_SLOTS)   # split-K into a new output in one launch
@@ -385,16 +391,17 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
         KT = math.ceil(K / cfg.BK)
         U = math.ceil(N / cfg.BN) * KT
         tk.fp8_linear_sk_kernel[(min(U, cfg.SK * _num_sms(x2.device)), math.ceil(M / BM))](
-            x2, wk, s if s is not None else w, out, M, N, K, KT, U, x2.stride(0), w.stride(0), ssn, ssk, out.stride(0), **common)
+            xq, wk, s if s is not None else w, out, M, N, K, KT, U, xq.stride(0), w.stride(0), ssn, ssk, out.stride(0),
+            xs_ptr=xs, **common)
     else:
         tk.fp8_linear_kernel[(math.ceil(N / cfg.BN), split, math.ceil(M / BM))](
-            x2, wk, s if s is not None else w, bias if bias is not None else w, r2 if has_res else out, out,
+            xq, wk, s if s is not None else w, bias if bias is not None else w, r2 if has_res else out, out,
             M, N, K, k_split,
-            x2.stride(0), w.stride(0), ssn, ssk, (r2.stride(0) if has_res else 0), out.stride(0),
+            xq.stride(0), w.stride(0), ssn, ssk, (r2.stride(0) if has_res else 0), out.stride(0),
             SPLIT_K=split, HAS_BIAS=bias is not None, HAS_RES=has_res, ATOMIC=atomic, ARGMAX=argmax is not None,
             pv_ptr=argmax[0] if argmax else None, pi_ptr=argmax[1] if argmax else None, FIXUP=fixup,
             ws_ptr=torch.empty(split, M, N, device=x2.device, dtype=torch.float32) if fixup else None,
-            cnt_ptr=split_counters(x2.device, tiles) if fixup else None, **common)
+            cnt_ptr=split_counters(x2.device, tiles) if fixup else None, xs_ptr=xs, **common)
     if o2 is not None: return o2
     return out.to(x2.dtype) if atomic else out
 
@@ -410,6 +417,11 @@ def scaled_mm_ok(x2, qweight, mode) -> bool:
     if not m or x2.shape[0] < m or mode not in ('per-tensor', 'per-channel') or x2.dtype != torch.bfloat16 or not x2.is_cuda: return False
     N, K = qweight.shape
     return N % 16 == 0 and K % 16 == 0 and os.environ.get('TRITON_INTERPRET') != '1' and _sm90_has(x2.device.index, 'torch', '_scaled_mm')
+
+def xq_tuned(M, N, K, mode, table=None) -> bool:
+    "Whether the tuned table's entry for (N, K, mode) at M's bucket is an XQ config: from `SCALED_MM_MIN_M` tokens the tuner stores one only where it measured faster than `scaled_mm_linear`."
+    c = (tuned_table() if table is None else table).get(f'{N},{K},{mode},{m_bucket(M)}')
+    return c is not None and c.XQ and c.A8
 
 @functools.cache
 def vllm_scaled_mm_ops(device_index):
@@ -648,8 +660,10 @@ def candidate_configs(M, N, K, mode='per-channel', level='coarse', variants=None
     coarse pass on an H200 put W8A16-asm and W8A8 ahead at M <= 16, and W8A8 and the swap-AB W8A16 kernels at M = 64):
     M <= 16: those two x the same tiles x split-K {1, default, 2x, 4x} x warps {4, 8} x stages {4, 5}; M > 16: those
     three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': for the draft step's linears, which add into float32 buffers: W8A16-asm, W8A8 and W8A8 swap-AB, wider split-K,
-    2-4 stages, stream-K, each W8A16 / swap-AB config also with TMA loads (the tuning section below)."""
+    2-4 stages, stream-K, each W8A16 / swap-AB config also with TMA loads (the tuning section below). 'xq': W8A8 on
+    activations quantised before the launch (`_xq_candidates`)."""
     if level == 'step': return _step_candidates(M, N, K, mode)
+    if level == 'xq': return _xq_candidates(M, N, K, mode)
     base = default_config(M, N, K, mode)
     tiles = ((64, 128), (64, 256), (128, 128))  # BN 128 x BK 256 spills registers or overflows shared memory
     if level == 'coarse' or M > 16:
@@ -701,13 +715,15 @@ def precompile(jobs, workers=None):
 
 # %% ../nbs/06b_kernels.ipynb #209730e3
 def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='per-channel', candidates=None, level='coarse', min_bytes=256 << 20,
-                    device='cuda', log=print, parallel_compile=True, baselines=True):
+                    device='cuda', log=print, parallel_compile=True, baselines=True, keep=None):
     """Time each candidate config (`candidate_configs` or `candidates(M, N, K, mode)`) of `fp8_linear` on this GPU for every
     (N, K) or (N, K, use) in `shapes` and M in `Ms`, rotating over weight copies of >= `min_bytes` in total so that L2
     serves nothing. use: '' (a new bf16 output: split-K's zero-fill and cast are timed too), 'acc' (accumulated into a
     float32 `out`, as the draft step's linears), 'acc+silu' (also act='silu_mul'), 'silu'. Returns {'configs':
     {'N,K,mode,Mbucket[,use]': asdict(best)}, 'timings': [...]} (the key ends ',use' for a use other than ''),
-    the format of `tuned_table`'s file. Needs CUDA and triton."""
+    the format of `tuned_table`'s file. keep: a table whose config for the key (`select_config`) is timed too, so it
+    is replaced only by a faster one. From `SCALED_MM_MIN_M` tokens a plain entry is stored only where it beats
+    `scaled_mm_linear` (per-tensor, per-channel). Needs CUDA and triton."""
     g = torch.Generator(device=device).manual_seed(0)
     res = {'configs': {}, 'timings': []}
     cand = lambda M, N, K: candidates(M, N, K, mode) if candidates else candidate_configs(M, N, K, mode, level)
@@ -724,6 +740,9 @@ def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='per-channel', candidates=No
             x = torch.randn(M, K * (2 if act else 1), device=device, generator=g).to(torch.bfloat16)
             acc = torch.zeros(M, N, device=device) if 'acc' in use else None
             cands = cand(M, N, K)
+            if keep is not None:
+                inc = select_config(M, N, K, mode, table=keep, use=use)
+                cands = [inc] + [c for c in cands if c != inc]
             best = None
             for c in cands:
                 try:
@@ -733,6 +752,7 @@ def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='per-channel', candidates=No
                     log(f'  skip {c}: {type(e).__name__}: {str(e)[:120]}'); continue
                 res['timings'].append(dict(N=N, K=K, M=M, mode=mode, use=use, ms=t, **asdict(c)))
                 if best is None or t < best[0]: best = (t, c)
+            if best is None: log(f'N={N} K={K} M={M}: no candidate ran'); continue
             gb = (N * K + M * K * 2 + M * N * 2) / 1e9
             base = ''
             if baselines:  # cuBLAS on the same weights in bf16 (twice the bytes): the time to beat by 2x
@@ -741,6 +761,12 @@ def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='per-channel', candidates=No
                 res['timings'].append(dict(N=N, K=K, M=M, mode='bf16-cublas', ms=tb))
                 base = f' | cuBLAS bf16 {tb * 1e3:7.1f} us ({(2 * N * K) / 1e9 / tb:.2f} TB/s)'
                 del wb
+            if not use and scaled_mm_ok(x, ws[0][0], mode):   # CUTLASS serves these tokens unless the table beats it
+                tc = time_graph([functools.partial(scaled_mm_linear, x, q, s, mode) for q, s in ws])
+                res['timings'].append(dict(N=N, K=K, M=M, mode=mode, use='scaled_mm', ms=tc))
+                base += f' | CUTLASS W8A8 {tc * 1e3:7.1f} us'
+                if tc <= best[0]:
+                    log(f'N={N:6d} K={K:6d} M={M:3d} {mode}: CUTLASS stays ({tc * 1e3:.1f} us, best config {best[0] * 1e3:.1f})' + base); continue
             log(f'N={N:6d} K={K:6d} M={M:3d} {mode} {use:8s}: best {best[0] * 1e3:7.1f} us ({gb / best[0]:.2f} TB/s) {best[1]}' + base)
             res['configs'][f'{N},{K},{mode},{m_bucket(M)}' + (f',{use}' if use else '')] = asdict(best[1])
         del ws
@@ -761,4 +787,14 @@ def _step_candidates(M, N, K, mode='per-channel'):
         a8, wcvt, swap = KERNEL_VARIANTS[v]
         out.append(KernelConfig(BN=bn, BK=bk, SK=sk, A8=a8, WCVT=wcvt, SWAP=swap, num_stages=ns))
     return out + [replace(c, TMA=True) for c in out if c.SWAP or not c.A8]
+
+def _xq_candidates(M, N, K, mode='per-channel'):
+    """W8A8 with per-token activations quantised before the launch (XQ), weights by TMA: swap-AB (and at M > 16 also
+    tokens on the MMA's M side) x (BN, BK) in {64, 128} x {128, 256} (BK 128 under block scales) x split-K {1, 2, 4, 8}
+    (K / split >= 2 BK) x 3-4 stages, 4 warps."""
+    out = []
+    for swap, bn, bk, sk, ns in itertools.product((True, False) if M > 16 else (True,), (64, 128), (128, 256), (1, 2, 4, 8), (3, 4)):
+        if (mode == 'block' and bk != 128) or (sk > 1 and K // sk < 2 * bk): continue
+        out.append(KernelConfig(BN=bn, BK=bk, SPLIT_K=sk, A8=True, WCVT=0, SWAP=swap, num_stages=ns, TMA=True, XQ=True))
+    return out
 

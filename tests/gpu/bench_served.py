@@ -121,9 +121,14 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
     return res
 
 def plugin_commit() -> str | None:
-    "The commit of the checkout this benchmark runs from (its mtp_lit), None outside a git checkout."
+    "The commit of the checkout this benchmark runs from (its mtp_lit): git's, else the environment's MTP_LIT_COMMIT (a copy without .git), else None."
     p = subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True)
-    return p.stdout.strip() or None
+    return p.stdout.strip() or os.environ.get('MTP_LIT_COMMIT') or None
+
+def kernel_table_hash() -> str:
+    "The first 12 hex digits of the sha1 of the tuned kernel table the installed mtp_lit loads (`mtp_lit/data/fp8_linear_h200.json`)."
+    import hashlib, mtp_lit.kernels as mk
+    return hashlib.sha1(mk._TABLE_FILE.read_bytes()).hexdigest()[:12]
 
 def environment() -> dict:
     import torch, vllm
@@ -262,7 +267,8 @@ def main(argv=None):
         longest = max(longest, time.time() - t0)
         rec['runs'][name]['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
         rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None,
-                                         'speculative_config': spec['spec_opts'], 'plugin': plugin_commit()}
+                                         'speculative_config': spec['spec_opts'], 'plugin': plugin_commit(),
+                                         'kernel_table': kernel_table_hash()}
         rec['runs'][name]['date'] = time.strftime('%Y-%m-%d')
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rec, indent=1))

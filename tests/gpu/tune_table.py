@@ -1,0 +1,43 @@
+"""Re-tune the shipped `fp8_linear` table for the Qwen3.5-27B MTP linears and the 40 960-row draft head on this GPU.
+
+    python tests/gpu/tune_table.py --level xq --out mtp_lit/data/fp8_linear_h200.json --timings nbs/bench/h200_xq_tuning.json
+
+`tune_fp8_linear(level=..., keep=the current table)`: each shape and M bucket keeps its current config unless a
+candidate is faster, and from `SCALED_MM_MIN_M` tokens a config is stored only where it beats vLLM's CUTLASS W8A8
+(`scaled_mm_linear`), which serves those tokens otherwise. The head is tuned without split-K (its argmax epilogue needs
+whole sums). The new entries are merged into the table at `--out`; `--timings` gets every timing."""
+import argparse, json, time
+from pathlib import Path
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--out', required=True, help='the table to merge the new entries into (read, then written)')
+    ap.add_argument('--timings', required=True)
+    ap.add_argument('--level', default='xq')
+    ap.add_argument('--Ms', nargs='*', type=int, default=[1, 4, 16, 64])
+    a = ap.parse_args(argv)
+    from mtp_lit.kernels import tune_fp8_linear, candidate_configs, tuned_table
+    s27 = json.loads((ROOT / 'mtp_lit' / 'data' / 'shapes.json').read_text())['Qwen3.5-27B']
+    head = (40960, s27['hidden_size'])
+    shapes = [(N, K) for _, N, K in s27['mtp_linears']] + [head]
+    cand = lambda M, N, K, mode: [c for c in candidate_configs(M, N, K, mode, a.level) if (N, K) != head or (c.SPLIT_K == 1 and not c.SK)]
+    keep = tuned_table(a.out)
+    t0 = time.time()
+    res = tune_fp8_linear(shapes, a.Ms, candidates=cand, keep=keep)
+    table = json.loads(Path(a.out).read_text())
+    changed = {k: v for k, v in res['configs'].items() if table['configs'].get(k) != v}
+    table['configs'].update(res['configs'])
+    Path(a.out).write_text(json.dumps(table, indent=1) + '\n')
+    env = {'device': torch.cuda.get_device_name(), 'torch': torch.__version__, 'date': time.strftime('%Y-%m-%d')}
+    Path(a.timings).write_text(json.dumps({'environment': env, 'level': a.level, 'Ms': a.Ms, 'changed': changed,
+                                           'seconds': round(time.time() - t0, 1), 'timings': res['timings']}, indent=1))
+    print(f'{len(changed)} entries changed in {a.out} ({time.time() - t0:.0f} s)')
+    for k, v in changed.items(): print(' ', k, v)
+
+
+if __name__ == '__main__':
+    main()

@@ -49,7 +49,7 @@ def _e4m3_to_bf16_asm(w):
 
 @triton.jit
 def _widen(w, x, WCVT: tl.constexpr, DOT_F32: tl.constexpr):
-    "(weight tile, activation tile) as dot operands for W8A16: e4m3 -> bf16 by WCVT 0 (Triton), 1 (int ops), 2 (inline asm)."
+    "(weight tile, activation tile) as dot operands for W8A16: e4m3 -> bf16 by WCVT 0 (Triton), 1 (int ops), 2 (inline asm); as they are when both are e4m3."
     if DOT_F32:  # the CPU interpreter (TRITON_INTERPRET=1) has no bf16 dot and no inline asm
         return w.to(tl.float32), x.to(tl.float32)
     elif w.dtype == x.dtype:
@@ -94,23 +94,7 @@ def _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
         w = tl.load(w_ptr + rn[:, None] * stride_wn + kk[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
     if SCALE_MODE == 3:
         s = tl.load(s_ptr + (rn // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=n_ok, other=0.0)
-    if x.dtype == tl.float8e4nv:
-        # W8A8 on activations quantised before the launch (one scale per token, applied in the epilogue): the MMA
-        # accumulates across K tiles
-        if DOT_F32:
-            x = x.to(tl.float32)
-            w = w.to(tl.float32)
-        if SWAP:
-            if SCALE_MODE == 3:
-                acc += tl.dot(w, tl.trans(x)) * s[:, None]
-            else:
-                acc = tl.dot(w, tl.trans(x), acc)
-        else:
-            if SCALE_MODE == 3:
-                acc += tl.dot(x, tl.trans(w)) * s[None, :]
-            else:
-                acc = tl.dot(x, tl.trans(w), acc)
-    elif A8:
+    if A8 and x.dtype != tl.float8e4nv:
         # W8A8: dynamic activation quant, one e4m3 scale per (token, K tile) = max(amax/448, MIN_SCALE)
         xf = x.to(tl.float32)
         xs = tl.maximum(tl.max(tl.abs(xf), axis=1) / 448.0, MIN_SCALE)
@@ -127,7 +111,7 @@ def _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
             if SCALE_MODE == 3:
                 part = part * s[None, :]
         acc += part
-    else:
+    else:   # W8A16; or W8A8 on e4m3 activations quantised before the launch (XQ: the per-token scales in the epilogue)
         wx, xx = _widen(w, x, WCVT, DOT_F32)
         if SWAP:
             if SCALE_MODE == 3:

@@ -661,7 +661,7 @@ def candidate_configs(M, N, K, mode='per-channel', level='coarse', variants=None
     M <= 16: those two x the same tiles x split-K {1, default, 2x, 4x} x warps {4, 8} x stages {4, 5}; M > 16: those
     three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': for the draft step's linears, which add into float32 buffers: W8A16-asm, W8A8 and W8A8 swap-AB, wider split-K,
     2-4 stages, stream-K, each W8A16 / swap-AB config also with TMA loads (the tuning section below). 'xq': W8A8 on
-    activations quantised before the launch (`_xq_candidates`)."""
+    activations quantised before the launch (the XQ section below)."""
     if level == 'step': return _step_candidates(M, N, K, mode)
     if level == 'xq': return _xq_candidates(M, N, K, mode)
     base = default_config(M, N, K, mode)
@@ -791,10 +791,13 @@ def _step_candidates(M, N, K, mode='per-channel'):
 def _xq_candidates(M, N, K, mode='per-channel'):
     """W8A8 with per-token activations quantised before the launch (XQ), weights by TMA: swap-AB (and at M > 16 also
     tokens on the MMA's M side) x (BN, BK) in {64, 128} x {128, 256} (BK 128 under block scales) x split-K {1, 2, 4, 8}
-    (K / split >= 2 BK) x 3-4 stages, 4 warps."""
+    (K / split >= 2 BK) x 2-5 stages x 4 or 8 warps; and swap-AB stream-K, 2-4 programs per SM, BK 128, 3-4 stages."""
     out = []
-    for swap, bn, bk, sk, ns in itertools.product((True, False) if M > 16 else (True,), (64, 128), (128, 256), (1, 2, 4, 8), (3, 4)):
+    for swap, bn, bk, sk, ns, nw in itertools.product((True, False) if M > 16 else (True,), (64, 128), (128, 256), (1, 2, 4, 8),
+                                                      (2, 3, 4, 5), (4, 8)):
         if (mode == 'block' and bk != 128) or (sk > 1 and K // sk < 2 * bk): continue
-        out.append(KernelConfig(BN=bn, BK=bk, SPLIT_K=sk, A8=True, WCVT=0, SWAP=swap, num_stages=ns, TMA=True, XQ=True))
+        out.append(KernelConfig(BN=bn, BK=bk, SPLIT_K=sk, A8=True, WCVT=0, SWAP=swap, num_warps=nw, num_stages=ns, TMA=True, XQ=True))
+    for bn, s, ns in itertools.product((64, 128), (2, 3, 4), (3, 4)):
+        out.append(KernelConfig(BN=bn, BK=128, SK=s, A8=True, WCVT=0, SWAP=True, num_stages=ns, TMA=True, XQ=True))
     return out
 

@@ -125,10 +125,11 @@ def plugin_commit() -> str | None:
     p = subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True)
     return p.stdout.strip() or os.environ.get('MTP_LIT_COMMIT') or None
 
-def kernel_table_hash() -> str:
-    "The first 12 hex digits of the sha1 of the tuned kernel table the installed mtp_lit loads (`mtp_lit/data/fp8_linear_h200.json`)."
+def kernel_table_hash(path=None) -> str:
+    "The first 12 hex digits of the sha1 of the configs in the tuned kernel table the installed mtp_lit loads (`mtp_lit/data/fp8_linear_h200.json`)."
     import hashlib, mtp_lit.kernels as mk
-    return hashlib.sha1(mk._TABLE_FILE.read_bytes()).hexdigest()[:12]
+    configs = json.loads(Path(path or mk._TABLE_FILE).read_text())['configs']
+    return hashlib.sha1(json.dumps(configs, sort_keys=True).encode()).hexdigest()[:12]
 
 def environment() -> dict:
     import torch, vllm

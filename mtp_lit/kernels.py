@@ -286,7 +286,7 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     M = x2.shape[0]
     r2 = None if residual is None else residual.reshape(M, N)
     o2 = None if out is None else out.view(M, N)
-    if config is None and scaled_mm_ok(x2, qweight, mode) and not xq_tuned(M, N, K, mode):   # many tokens: W8A8 on CUTLASS
+    if config is None and scaled_mm_ok(x2, qweight, mode, block_size) and not xq_tuned(M, N, K, mode):   # many tokens: W8A8 on CUTLASS
         y = scaled_mm_linear(silu_mul(x2) if act else x2, qweight, scale, mode)
         if bias is not None: y = y + bias.to(y.dtype)
         if o2 is not None: o2.add_(y.float()); return out
@@ -312,7 +312,7 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
     x2, lead = _triton_rows(x, qweight, backend)
     N, K = qweight.shape
     M = x2.shape[0]
-    if config is None and scaled_mm_ok(x2, qweight, mode) and not xq_tuned(M, N, K, mode):
+    if config is None and scaled_mm_ok(x2, qweight, mode, block_size) and not xq_tuned(M, N, K, mode):
         return scaled_mm_linear(x2, qweight, scale, mode).argmax(-1).reshape(lead)
     cfg = config or select_config(M, N, K, mode, block_k=block_size[1])
     nt = math.ceil(N / cfg.BN)
@@ -407,16 +407,19 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
 
 
 # %% ../nbs/06b_kernels.ipynb #dc0d88a3
-SCALED_MM_MIN_M = 32   # tokens from which a per-tensor / per-channel FP8 linear runs W8A8 on CUTLASS
+SCALED_MM_MIN_M = 32   # tokens from which an FP8 linear runs W8A8 on CUTLASS
 
-def scaled_mm_ok(x2, qweight, mode) -> bool:
+def scaled_mm_ok(x2, qweight, mode, block_size=(128, 128)) -> bool:
     '''Whether rows `x2` [M, K] x `qweight` [N, K] take the W8A8 path of `scaled_mm_linear`: M >= SCALED_MM_MIN_M (environment
-    MTP_LIT_SCALED_MM_MIN_M overrides it; 0 turns the path off), scale mode 'per-tensor' or 'per-channel', bf16 rows, N and K
-    multiples of 16, an NVIDIA GPU of compute capability >= 9.0 whose torch has `_scaled_mm`; never under TRITON_INTERPRET=1.'''
+    MTP_LIT_SCALED_MM_MIN_M overrides it; 0 turns the path off), bf16 rows on an NVIDIA GPU of compute capability >= 9.0,
+    never under TRITON_INTERPRET=1; per-tensor or per-channel scales with N and K multiples of 16 and a torch with
+    `_scaled_mm`; 128 x 128 block scales with N and K multiples of 128 where vLLM's CUTLASS takes them (`vllm_scaled_mm_ops`).'''
     m = int(os.environ.get('MTP_LIT_SCALED_MM_MIN_M', SCALED_MM_MIN_M))
-    if not m or x2.shape[0] < m or mode not in ('per-tensor', 'per-channel') or x2.dtype != torch.bfloat16 or not x2.is_cuda: return False
+    if not m or x2.shape[0] < m or x2.dtype != torch.bfloat16 or not x2.is_cuda or os.environ.get('TRITON_INTERPRET') == '1': return False
     N, K = qweight.shape
-    return N % 16 == 0 and K % 16 == 0 and os.environ.get('TRITON_INTERPRET') != '1' and _sm90_has(x2.device.index, 'torch', '_scaled_mm')
+    if mode == 'block':
+        return tuple(block_size) == (128, 128) and N % 128 == 0 and K % 128 == 0 and vllm_scaled_mm_ops(x2.device.index, block=True) is not None
+    return mode in ('per-tensor', 'per-channel') and N % 16 == 0 and K % 16 == 0 and _sm90_has(x2.device.index, 'torch', '_scaled_mm')
 
 def xq_tuned(M, N, K, mode, table=None) -> bool:
     "Whether the tuned table's entry for (N, K, mode) at M's bucket is an XQ config: from `SCALED_MM_MIN_M` tokens the tuner stores one only where it measured faster than `scaled_mm_linear`."
@@ -424,12 +427,12 @@ def xq_tuned(M, N, K, mode, table=None) -> bool:
     return c is not None and c.XQ and c.A8
 
 @functools.cache
-def vllm_scaled_mm_ops(device_index):
-    "vLLM's custom-ops module where vLLM is installed and its `cutlass_scaled_mm` takes e4m3 on this CUDA device, else None."
+def vllm_scaled_mm_ops(device_index, block=False):
+    "vLLM's custom-ops module where vLLM is installed and its `cutlass_scaled_mm` takes e4m3 (with `block`: 128 x 128 block scales) on this CUDA device, else None."
     try: from vllm import _custom_ops as ops
     except ImportError: return None
     major, minor = torch.cuda.get_device_capability(device_index)
-    try: return ops if ops.cutlass_scaled_mm_supports_fp8(10 * major + minor) else None
+    try: return ops if (ops.cutlass_scaled_mm_supports_block_fp8 if block else ops.cutlass_scaled_mm_supports_fp8)(10 * major + minor) else None
     except (AttributeError, RuntimeError): return None   # a vLLM build without its CUDA kernels
 
 def quantize_act_rows(x2):
@@ -443,12 +446,18 @@ def quantize_act_rows(x2):
 
 def scaled_mm_linear(x2, # rows [M, K] bf16
                      qweight, # [N, K] float8_e4m3fn
-                     scale, # float32: per-tensor [1] or [], per-channel [N] or [N, 1]
-                     mode, # 'per-tensor' or 'per-channel'
+                     scale, # float32: per-tensor [1] or [], per-channel [N] or [N, 1], block [N/128, K/128]
+                     mode, # 'per-tensor', 'per-channel' or 'block' (128 x 128; vLLM's ops only)
                      use_vllm=None, # vLLM's ops (True), torch's (False), or vLLM's where `vllm_scaled_mm_ops` has them (None)
                     ):
-    "x2 @ (scale * qweight)^T -> bf16 [M, N] by W8A8 with row-wise scales: per-token e4m3 activations, then a CUTLASS FP8 GEMM."
+    "x2 @ (scale * qweight)^T -> bf16 [M, N] by W8A8: e4m3 activations per token (per 128-column group under block scales), then a CUTLASS FP8 GEMM."
     N = qweight.shape[0]
+    if mode == 'block':
+        ops = vllm_scaled_mm_ops(x2.device.index, block=True) if use_vllm is not False and x2.is_cuda else None
+        if ops is None: raise RuntimeError("scaled_mm_linear: block scales need vLLM's cutlass_scaled_mm with block FP8 on this device")
+        from vllm.model_executor.layers.quantization.utils.fp8_utils import per_token_group_quant_fp8
+        xq, xs = per_token_group_quant_fp8(x2, 128, column_major_scales=True, use_ue8m0=False)
+        return ops.cutlass_scaled_mm(xq, qweight.t(), scale_a=xs, scale_b=scale.float().t(), out_dtype=torch.bfloat16)
     ws = scale.float().reshape(-1, 1).expand(N, 1).contiguous()     # per-tensor broadcast to rows; per-channel [N, 1]
     ops = vllm_scaled_mm_ops(x2.device.index) if use_vllm is not False else None
     if use_vllm and ops is None: raise RuntimeError("scaled_mm_linear: use_vllm=True, but vLLM's cutlass_scaled_mm cannot run e4m3 here")
@@ -723,7 +732,7 @@ def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='per-channel', candidates=No
     {'N,K,mode,Mbucket[,use]': asdict(best)}, 'timings': [...]} (the key ends ',use' for a use other than ''),
     the format of `tuned_table`'s file. keep: a table whose config for the key (`select_config`) is timed too, so it
     is replaced only by a faster one. From `SCALED_MM_MIN_M` tokens a plain entry is stored only where it beats
-    `scaled_mm_linear` (per-tensor, per-channel). Needs CUDA and triton."""
+    `scaled_mm_linear` (where `scaled_mm_ok`). Needs CUDA and triton."""
     g = torch.Generator(device=device).manual_seed(0)
     res = {'configs': {}, 'timings': []}
     cand = lambda M, N, K: candidates(M, N, K, mode) if candidates else candidate_configs(M, N, K, mode, level)

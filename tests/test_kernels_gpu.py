@@ -532,6 +532,40 @@ def test_scaled_mm_argmax_and_graph():
     assert torch.equal(y, y0)
 
 
+
+@pytest.mark.skipif(not sm90, reason='CUTLASS block FP8: sm_90')
+def test_scaled_mm_block_vs_float64():
+    "From SCALED_MM_MIN_M tokens 128 x 128 block scales run vLLM's CUTLASS block FP8: the float64 W8A8 reference with 128-column activation groups, with bias, residual, out=, the head's argmax and a CUDA graph."
+    pytest.importorskip('vllm._custom_ops')
+    from mtp_lit.kernels import vllm_scaled_mm_ops, fp8_linear_argmax
+    assert vllm_scaled_mm_ops(torch.cuda.current_device(), block=True) is not None   # the served path on an H100/H200 with vLLM
+    g = gen()
+    for N, K in [(5120, 6144), (1024, 2048)]:
+        q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5, outliers=16), 'block')
+        bias = rand(N, g=g, std=0.1).bfloat16()
+        for M in (SCALED_MM_MIN_M, 100, 256):
+            x = rand(M, K, g=g, mean=0.3, outliers=4).bfloat16()
+            assert scaled_mm_ok(x, q, 'block')
+            res = rand(M, N, g=g).bfloat16()
+            poison()
+            ref = reference_linear(x, q, s, bias, res, act_group=128)
+            assert rel(fp8_linear(x, q, s, bias, residual=res), ref) < 5e-3
+            out = res.float()
+            fp8_linear(x, q, s, bias, out=out)
+            assert rel(out, ref) < 5e-3
+            assert torch.equal(fp8_linear_argmax(x, q, s), scaled_mm_linear(x, q, s, 'block').argmax(-1))
+        assert not scaled_mm_ok(x[:SCALED_MM_MIN_M - 1], q, 'block')
+        assert not scaled_mm_ok(x, q, 'block', block_size=(128, 64))
+    y0 = fp8_linear_op(x, q, s); torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): y = fp8_linear_op(x, q, s)
+    graph.replay(); torch.cuda.synchronize()
+    assert torch.equal(y, y0)
+    qn, sn = quantize_fp8(rand(1000, 1024, g=g), 'block')   # N not a multiple of 128: the Triton kernels
+    xn = rand(64, 1024, g=g).bfloat16()
+    assert not scaled_mm_ok(xn, qn, 'block')
+    assert rel(fp8_linear(xn, qn, sn), reference_linear(xn, qn, sn, act_group=agroup(select_config(64, 1000, 1024, 'block'), 1024))) < 5e-3
+
 @pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
 @pytest.mark.parametrize('on_input', [False, True])
 def test_vllm_fused_experts_path(scheme, on_input):

@@ -1,14 +1,16 @@
 """The draft's FP8 linears and experts at every decode size, on the GPU: mtp_lit's served kernels against BF16 and vLLM's FP8.
 
     python tests/gpu/bench_linears.py --out nbs/bench/h200_linears.json
+    python tests/gpu/bench_linears.py --scheme block --out nbs/bench/h200_linears_block.json
 
 For each Qwen3.5-27B MTP linear, the 40 960-row draft head, and M in 1 ... 256 tokens (a decode step of B sequences
-drafts its first proposal on B(k+1) tokens): `fp8_linear` as the plugin calls it (per-channel e4m3; the Triton kernels,
-or from `SCALED_MM_MIN_M` tokens on W8A8 through vLLM's cutlass_scaled_mm), the Triton kernel alone (the tuned config),
+drafts its first proposal on B(k+1) tokens): `fp8_linear` as the plugin calls it (e4m3 with `--scheme` scales, per-channel
+by default; the Triton kernels, or from `SCALED_MM_MIN_M` tokens on W8A8 through vLLM's cutlass_scaled_mm), the Triton kernel alone (the tuned config),
 the Triton kernel with the config tuned for accumulation into float32 (`use='acc'`) writing a new output,
-`scaled_mm_linear`'s engine-free fallback alone (torch._scaled_mm),
+`scaled_mm_linear`'s engine-free fallback alone (torch._scaled_mm; not for block scales),
 cuBLAS in BF16 (`F.linear`: vLLM's unquantized draft), and vLLM's own FP8 linear (dynamic per-token e4m3 activations,
-`cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs). For the Qwen3.5-35B-A3B MTP layer's routed experts
+`cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs; under 128 x 128 block scales per-token-group activations
+and CUTLASS's block FP8, what vLLM runs for a block-FP8 checkpoint). With per-channel scales, for the Qwen3.5-35B-A3B MTP layer's routed experts
 (E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), the grouped `moe_linear` path
 alone, and vLLM's fused-MoE kernel in BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
 enough weight copies, or routings, that L2 serves nothing), with the bytes each call must read for the roofline."""
@@ -24,29 +26,33 @@ MS = (1, 4, 16, 32, 64, 128, 256)
 def _copies(nbytes, min_bytes=512 << 20): return max(2, math.ceil(min_bytes / nbytes))
 
 
-def dense_rows(shapes, Ms, log=print):
-    from mtp_lit.fp8 import quantize_fp8
+def dense_rows(shapes, Ms, scheme='per-channel', log=print):
+    from mtp_lit.fp8 import quantize_fp8, dequantize_fp8
     from mtp_lit.kernels import fp8_linear, select_config, time_graph, scaled_mm_linear
     from vllm import _custom_ops as ops
     g = torch.Generator(device='cuda').manual_seed(0)
     rows = []
     for name, N, K in shapes:
         n = _copies(N * K)
-        ws = [quantize_fp8(torch.randn(N, K, device='cuda', generator=g) * K ** -0.5, 'per-channel') for _ in range(n)]
-        wb = [(q.to(torch.bfloat16) * s.reshape(-1, 1).to(torch.bfloat16)).contiguous() for q, s in ws[:max(2, n // 2)]]
+        ws = [quantize_fp8(torch.randn(N, K, device='cuda', generator=g) * K ** -0.5, scheme) for _ in range(n)]
+        wb = [dequantize_fp8(q, s, (128, 128), torch.bfloat16).contiguous() for q, s in ws[:max(2, n // 2)]]
+        sbytes = ws[0][1].numel() * 4
         for M in Ms:
             x = torch.randn(M, K, device='cuda', generator=g).to(torch.bfloat16)
             def vllm_fp8(q, s):
+                if scheme == 'block': return scaled_mm_linear(x, q, s, 'block', use_vllm=True)   # vLLM's block-FP8 pair
                 xq, xs = ops.scaled_fp8_quant(x, use_per_token_if_dynamic=True)
-                return ops.cutlass_scaled_mm(xq, q.t(), xs, s.reshape(-1, 1), out_dtype=torch.bfloat16)
-            cfg, cfg_acc = select_config(M, N, K, 'per-channel'), select_config(M, N, K, 'per-channel', use='acc')
+                return ops.cutlass_scaled_mm(xq, q.t(), xs, s.float().reshape(-1, 1).expand(N, 1).contiguous(), out_dtype=torch.bfloat16)
+            cfg, cfg_acc = select_config(M, N, K, scheme), select_config(M, N, K, scheme, use='acc')
             t = {'mtp_lit': [functools.partial(fp8_linear, x, q, s) for q, s in ws],
                  'mtp_lit_triton': [functools.partial(fp8_linear, x, q, s, config=cfg) for q, s in ws],
                  'mtp_lit_acc_config': [functools.partial(fp8_linear, x, q, s, config=cfg_acc) for q, s in ws],
-                 'mtp_lit_scaled_mm': [functools.partial(scaled_mm_linear, x, q, s, 'per-channel', use_vllm=False) for q, s in ws],
                  'vllm_fp8': [functools.partial(vllm_fp8, q, s) for q, s in ws],
                  'bf16': [functools.partial(F.linear, x, w) for w in wb]}
-            r = dict(kind='linear', name=name, N=N, K=K, M=M, fp8_bytes=N * K + 2 * M * K + 2 * M * N, bf16_bytes=2 * N * K + 2 * M * K + 2 * M * N)
+            if scheme != 'block':
+                t['mtp_lit_scaled_mm'] = [functools.partial(scaled_mm_linear, x, q, s, scheme, use_vllm=False) for q, s in ws]
+            r = dict(kind='linear', name=name, N=N, K=K, M=M, scheme=scheme, fp8_bytes=N * K + sbytes + 2 * M * K + 2 * M * N,
+                     bf16_bytes=2 * N * K + 2 * M * K + 2 * M * N)
             for k, fns in t.items():
                 try: r[k] = time_graph(fns)
                 except Exception as e: r[k] = None; log(f'  {name} M={M} {k}: {type(e).__name__}: {str(e)[:200]}')
@@ -91,6 +97,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--out', required=True)
     ap.add_argument('--Ms', nargs='*', type=int, default=list(MS))
+    ap.add_argument('--scheme', default='per-channel', choices=['per-tensor', 'per-channel', 'block'],
+                    help="the weights' scales (128 x 128 blocks for 'block'); the routed experts are timed with 'per-channel' only")
     a = ap.parse_args(argv)
     import vllm
     from mtp_lit.bench import measure_bandwidth   # the read roofline, measured in the same run
@@ -100,10 +108,11 @@ def main(argv=None):
     t0 = time.time()
     rec = {'environment': {'device': torch.cuda.get_device_name(), 'torch': torch.__version__, 'vllm': vllm.__version__,
                            'cuda': torch.version.cuda, 'date': time.strftime('%Y-%m-%d')},
-           'bandwidth': measure_bandwidth(), 'scheme': 'per-channel e4m3 weights, bf16 activations'}
-    rec['rows'] = dense_rows(dense, a.Ms)
-    m = s35['moe']
-    rec['rows'] += moe_rows(m['num_experts'], m['top_k'], s35['hidden_size'], m['moe_intermediate_size'], a.Ms)
+           'bandwidth': measure_bandwidth(), 'scheme': f"{a.scheme} e4m3 weights, bf16 activations"}
+    rec['rows'] = dense_rows(dense, a.Ms, a.scheme)
+    if a.scheme == 'per-channel':
+        m = s35['moe']
+        rec['rows'] += moe_rows(m['num_experts'], m['top_k'], s35['hidden_size'], m['moe_intermediate_size'], a.Ms)
     rec['seconds'] = round(time.time() - t0, 1)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(rec, indent=1))

@@ -19,6 +19,7 @@ def main(argv=None):
     ap.add_argument('--timings', required=True)
     ap.add_argument('--level', default='xq')
     ap.add_argument('--Ms', nargs='*', type=int, default=[1, 4, 16, 64])
+    ap.add_argument('--mode', default='per-channel', choices=['per-tensor', 'per-channel', 'block'], help="the weights' scales")
     a = ap.parse_args(argv)
     from mtp_lit.kernels import tune_fp8_linear, candidate_configs, tuned_table
     s27 = json.loads((ROOT / 'mtp_lit' / 'data' / 'shapes.json').read_text())['Qwen3.5-27B']
@@ -27,13 +28,13 @@ def main(argv=None):
     cand = lambda M, N, K, mode: [c for c in candidate_configs(M, N, K, mode, a.level) if (N, K) != head or (c.SPLIT_K == 1 and not c.SK)]
     keep = tuned_table(a.out)
     t0 = time.time()
-    res = tune_fp8_linear(shapes, a.Ms, candidates=cand, keep=keep)
+    res = tune_fp8_linear(shapes, a.Ms, mode=a.mode, candidates=cand, keep=keep)
     table = json.loads(Path(a.out).read_text())
     changed = {k: v for k, v in res['configs'].items() if table['configs'].get(k) != v}
     table['configs'].update(res['configs'])
     Path(a.out).write_text(json.dumps(table, indent=1) + '\n')
     env = {'device': torch.cuda.get_device_name(), 'torch': torch.__version__, 'date': time.strftime('%Y-%m-%d')}
-    Path(a.timings).write_text(json.dumps({'environment': env, 'level': a.level, 'Ms': a.Ms, 'changed': changed,
+    Path(a.timings).write_text(json.dumps({'environment': env, 'level': a.level, 'mode': a.mode, 'Ms': a.Ms, 'changed': changed,
                                            'seconds': round(time.time() - t0, 1), 'timings': res['timings']}, indent=1))
     print(f'{len(changed)} entries changed in {a.out} ({time.time() - t0:.0f} s)')
     for k, v in changed.items(): print(' ', k, v)

@@ -332,8 +332,9 @@ def moe_linear_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, o_ptr,
 
 # %% ../nbs/06c_triton_kernels.ipynb #b957adc3
 @triton.jit
-def act_quant_rows_kernel(x_ptr, q_ptr, s_ptr, K, stride_xm, stride_qm, BLOCK: tl.constexpr):
+def act_quant_rows_kernel(x_ptr, q_ptr, s_ptr, K, stride_xm, stride_qm, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
     "Row `pid` of x [M, K] -> e4m3 q [M, K] and its float32 scale s[pid] = max(amax / 448, MIN_SCALE)."
+    _pdl_start(PDL)
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     amax = tl.zeros([BLOCK], dtype=tl.float32)

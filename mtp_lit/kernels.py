@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'FIXUP_MAX_FLOATS', 'COUNTER_SLOTS', 'SCALED_MM_MIN_M', 'GLUE_WARPS',
            'reference_linear', 'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'fit_block_k',
-           'tuned_table', 'select_config', 'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'silu_mul',
-           'fp8_linear', 'fp8_linear_argmax', 'split_counters', 'scaled_mm_ok', 'xq_tuned', 'vllm_scaled_mm_ops',
-           'quantize_act_rows', 'scaled_mm_linear', 'moe_linear', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op',
-           'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn', 'fused_router_topk', 'fused_moe_combine',
-           'read_sweep', 'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
+           'tuned_table', 'select_config', 'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'served_pdl',
+           'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'split_counters', 'scaled_mm_ok', 'xq_tuned',
+           'vllm_scaled_mm_ops', 'quantize_act_rows', 'scaled_mm_linear', 'moe_linear', 'opaque_op', 'fp8_linear_op',
+           'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn', 'fused_router_topk',
+           'fused_moe_combine', 'read_sweep', 'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/06b_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -209,6 +209,10 @@ def pdl_launch(x):
     if not x.is_cuda or os.environ.get('TRITON_INTERPRET') == '1' or os.environ.get('MTP_LIT_PDL') == '0': return {}
     return dict(PDL=1, launch_pdl=True) if _sm90_has(x.device.index, 'triton.language.extra.cuda', 'gdc_wait') else {}
 
+def served_pdl() -> bool:
+    "Whether the plugin's ops (`fp8_linear_op`, `fp8_linear_argmax_op`) ask for PDL: with the environment variable MTP_LIT_PDL=1 only."
+    return os.environ.get('MTP_LIT_PDL') == '1'
+
 
 # %% ../nbs/06b_kernels.ipynb #8ef23fbb
 def _check_linear(x, qweight, scale, bias, residual, out, act, block_size):
@@ -366,7 +370,7 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
     split = math.ceil(K / k_split)
     if scale is not None: scale = scale.float() if scale.dtype != torch.float32 else scale
     s, ssn, ssk = _scale_args(scale, mode)
-    xq, xs = quantize_act_rows(x2) if cfg.A8 and cfg.XQ and mode != 'none' and not act else (x2, None)
+    xq, xs = quantize_act_rows(x2, pdl) if cfg.A8 and cfg.XQ and mode != 'none' and not act else (x2, None)
     tiles = math.ceil(N / cfg.BN) * math.ceil(M / BM)
     fixup = (o2 is None and not argmax and not sk and split > 1 and split * M * N <= FIXUP_MAX_FLOATS
              and tiles <= COUNTER_SLOTS)   # split-K into a new output in one launch
@@ -435,13 +439,13 @@ def vllm_scaled_mm_ops(device_index, block=False):
     try: return ops if (ops.cutlass_scaled_mm_supports_block_fp8 if block else ops.cutlass_scaled_mm_supports_fp8)(10 * major + minor) else None
     except (AttributeError, RuntimeError): return None   # a vLLM build without its CUDA kernels
 
-def quantize_act_rows(x2):
-    "Per-token dynamic e4m3 quantisation of rows `x2` [M, K]: (xq [M, K] float8_e4m3fn, scale float32 [M, 1]); one Triton launch where `triton_ok`, else `quantize_act_per_token`."
+def quantize_act_rows(x2, pdl=False):
+    "Per-token dynamic e4m3 quantisation of rows `x2` [M, K]: (xq [M, K] float8_e4m3fn, scale float32 [M, 1]); one Triton launch where `triton_ok` (`pdl` as in `fp8_linear`), else `quantize_act_per_token`."
     M, K = x2.shape
     if not triton_ok(x2): return quantize_act_per_token(x2, check=False)
     q = torch.empty(M, K, device=x2.device, dtype=FP8)
     s = torch.empty(M, 1, device=x2.device, dtype=torch.float32)
-    _tk().act_quant_rows_kernel[(M,)](x2, q, s, K, x2.stride(0), q.stride(0), BLOCK=1024, num_warps=4)
+    _tk().act_quant_rows_kernel[(M,)](x2, q, s, K, x2.stride(0), q.stride(0), BLOCK=1024, num_warps=4, **(pdl_launch(x2) if pdl else {}))
     return q, s
 
 def scaled_mm_linear(x2, # rows [M, K] bf16
@@ -535,16 +539,16 @@ def opaque_op(name: str # the op's name, `namespace::op`
 @opaque_op('mtp_lit::fp8_linear')
 def fp8_linear_op(x: torch.Tensor, qweight: torch.Tensor, scale: Optional[torch.Tensor] = None,
                   bias: Optional[torch.Tensor] = None, block_n: int = 128, block_k: int = 128) -> torch.Tensor:
-    "`fp8_linear(x, qweight, scale, bias, block_size=(block_n, block_k))` as one opaque op, `torch.ops.mtp_lit.fp8_linear`."
-    return fp8_linear(x, qweight, scale, bias, block_size=(block_n, block_k))
+    "`fp8_linear(x, qweight, scale, bias, block_size=(block_n, block_k), pdl=served_pdl())` as one opaque op, `torch.ops.mtp_lit.fp8_linear`."
+    return fp8_linear(x, qweight, scale, bias, block_size=(block_n, block_k), pdl=served_pdl())
 
 @fp8_linear_op.register_fake
 def _(x, qweight, scale=None, bias=None, block_n=128, block_k=128): return x.new_empty(*x.shape[:-1], qweight.shape[0])
 
 @opaque_op('mtp_lit::fp8_linear_argmax')
 def fp8_linear_argmax_op(x: torch.Tensor, qweight: torch.Tensor, scale: Optional[torch.Tensor] = None) -> torch.Tensor:
-    "`fp8_linear_argmax(x, qweight, scale)` as one opaque op, `torch.ops.mtp_lit.fp8_linear_argmax`."
-    return fp8_linear_argmax(x, qweight, scale)
+    "`fp8_linear_argmax(x, qweight, scale, pdl=served_pdl())` as one opaque op, `torch.ops.mtp_lit.fp8_linear_argmax`."
+    return fp8_linear_argmax(x, qweight, scale, pdl=served_pdl())
 
 @fp8_linear_argmax_op.register_fake
 def _(x, qweight, scale=None): return torch.empty(x.shape[:-1], dtype=torch.int64, device=x.device)

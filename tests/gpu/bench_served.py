@@ -13,7 +13,8 @@ draft's share is timed inside the worker: CUDA events around every call of the r
 (`DraftInspector.mtp_lit_time_draft`), median over the long run's steps. Random weights accept almost no draft token, so
 every step emits one token per sequence; decode speed at a real acceptance length τ is τ / step time (the benchmark page).
 Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
-`fp8-head-window` (+ a 2048-token draft window). Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`)."""
+`fp8-head-window` (+ a 2048-token draft window), `fp8-head-pdl` (`fp8-head` with MTP_LIT_PDL=1; not in the default
+sweep). Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`)."""
 import argparse, json, os, re, subprocess, sys, tempfile, time
 from pathlib import Path
 
@@ -21,10 +22,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CONFIGS = ROOT / 'tests' / 'fixtures' / 'checkpoints'   # real checkpoints' metadata: NAME/config.json
 FP8 = {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}
-DRAFTS = {'bf16': {}, 'fp8': FP8, 'fp8-head': FP8, 'fp8-head-window': FP8 | {'MTP_DRAFT_WINDOW': '2048'}}   # 'head': + the draft vocabulary
+DRAFTS = {'bf16': {}, 'fp8': FP8, 'fp8-head': FP8, 'fp8-head-window': FP8 | {'MTP_DRAFT_WINDOW': '2048'},   # 'head': + the draft vocabulary
+          'fp8-head-pdl': FP8 | {'MTP_LIT_PDL': '1'}}   # mtp_lit's kernels under programmatic dependent launch (`kernels.served_pdl`)
 # speculative_config options per draft: a truncated head gives vLLM's proposer its token directly (vLLM's own option; the
 # FP8 head's argmax kernel, no vocabulary-wide logits), as the plugin page tells users to serve it
-SPEC_OPTS = {'fp8-head': {'use_local_argmax_reduction': True}, 'fp8-head-window': {'use_local_argmax_reduction': True}}
+SPEC_OPTS = {d: {'use_local_argmax_reduction': True} for d in DRAFTS if 'head' in d}
 PROFILE_TOKENS = 16   # decode steps profiled (`--profile`): a profiled decode of 8 + 16 tokens minus one of 8, so the prefill cancels
 CAPTURE = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320]   # CUDA-graph batch sizes: every B × (k+1) of the sweep
 
@@ -211,7 +213,7 @@ def main(argv=None):
     ap.add_argument('--work', default=None)
     ap.add_argument('--models', nargs='*', default=['Qwen3.5-27B', 'Qwen3.5-35B-A3B'])
     ap.add_argument('--targets', nargs='*', default=['bf16'])
-    ap.add_argument('--drafts', nargs='*', default=list(DRAFTS))
+    ap.add_argument('--drafts', nargs='*', default=[d for d in DRAFTS if d != 'fp8-head-pdl'], choices=list(DRAFTS))
     ap.add_argument('--ks', nargs='*', type=int, default=[3])
     ap.add_argument('--plain', action='store_true', help='also the target alone (k = 0)')
     ap.add_argument('--batches', nargs='*', type=int, default=[1, 4, 16, 64])
@@ -268,7 +270,7 @@ def main(argv=None):
         longest = max(longest, time.time() - t0)
         rec['runs'][name]['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
         rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None,
-                                         'speculative_config': spec['spec_opts'], 'plugin': plugin_commit(),
+                                         'speculative_config': spec['spec_opts'], 'env': DRAFTS.get(d, {}), 'plugin': plugin_commit(),
                                          'kernel_table': kernel_table_hash()}
         rec['runs'][name]['date'] = time.strftime('%Y-%m-%d')
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,8 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
     assert r['draft']['head_rows'] == {'draft_lm_head': 1024} and r['draft']['windows'] == [2048]
     assert r['draft']['e4m3_params'] == 6   # fc, qkv, o, gate_up, down and the 1024-row head
     assert r['settings']['speculative_config'] == {'use_local_argmax_reduction': True}   # the head's token straight from get_top_tokens
+    sb = r['start_breakdown']   # vLLM's own start-up log lines
+    assert len(sb['init_model_s']) == 2 and len(sb['init_engine_s']) == 1 and 0 < sb['init_engine_s'][0] < r['start_s']   # target and draft
     for b in ('1', '2'):
         row = r['batches'][b]
         assert 1 <= row['tokens_per_step'] < 1.5   # random weights: (almost) no draft token accepted

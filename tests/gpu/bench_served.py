@@ -122,6 +122,15 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         print(f'  B={b:3d} step {row["step_ms"]:.3f} ms' + (f', draft {row["draft_ms"]:.3f} ms' if row.get('draft_ms') else ''), flush=True)
     return res
 
+START_LINES = {'load_s': r'Model loading took [\d.]+ GiB (?:memory )?and ([\d.]+) seconds',   # vLLM's start-up log lines (0.26 ... 0.32; GPU)
+               'init_model_s': r'Initializing model took ([\d.]+) seconds',   # vLLM CPU 0.32
+               'compile_s': r'torch\.compile took ([\d.]+) s in total', 'graphs_s': r'Graph capturing finished in ([\d.]+) secs',
+               'init_engine_s': r'init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s'}
+
+def start_breakdown(log: str) -> dict:
+    "Where an engine's start-up went, from vLLM's log: every match of each `START_LINES` pattern, in seconds (target first, then draft, where vLLM logs both)."
+    return {k: [float(v) for v in re.findall(pat, log)] for k, pat in START_LINES.items()}
+
 def plugin_commit() -> str | None:
     "The commit of the checkout this benchmark runs from (its mtp_lit): git's, else the environment's MTP_LIT_COMMIT (a copy without .git), else None."
     p = subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True)
@@ -269,6 +278,7 @@ def main(argv=None):
             print(f"  start {rec['runs'][name]['start_s']} s, total {time.time() - t0:.0f} s", flush=True)
         longest = max(longest, time.time() - t0)
         rec['runs'][name]['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
+        rec['runs'][name]['start_breakdown'] = start_breakdown(p.stdout + p.stderr)
         rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None,
                                          'speculative_config': spec['spec_opts'], 'env': DRAFTS.get(d, {}), 'plugin': plugin_commit(),
                                          'kernel_table': kernel_table_hash()}

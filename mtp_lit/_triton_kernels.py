@@ -332,21 +332,30 @@ def moe_linear_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, o_ptr,
 
 # %% ../nbs/06c_triton_kernels.ipynb #b957adc3
 @triton.jit
-def act_quant_rows_kernel(x_ptr, q_ptr, s_ptr, K, stride_xm, stride_qm, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
-    "Row `pid` of x [M, K] -> e4m3 q [M, K] and its float32 scale s[pid] = max(amax / 448, MIN_SCALE)."
+def act_quant_rows_kernel(x_ptr, q_ptr, s_ptr, K, stride_xm, stride_qm, BLOCK: tl.constexpr, ONE: tl.constexpr = False,
+                          PDL: tl.constexpr = 0):
+    "Row `pid` of x [M, K] -> e4m3 q [M, K] and its float32 scale s[pid] = max(amax / 448, MIN_SCALE); ONE (K <= BLOCK): the row read once."
     _pdl_start(PDL)
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
-    amax = tl.zeros([BLOCK], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK):
-        v = tl.load(x_ptr + row * stride_xm + k0 + offs, mask=k0 + offs < K, other=0.0).to(tl.float32)
-        amax = tl.maximum(amax, tl.abs(v))
+    if ONE:   # the whole row in registers
+        v = tl.load(x_ptr + row * stride_xm + offs, mask=offs < K, other=0.0).to(tl.float32)
+        amax = tl.abs(v)
+    else:
+        amax = tl.zeros([BLOCK], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK):
+            v = tl.load(x_ptr + row * stride_xm + k0 + offs, mask=k0 + offs < K, other=0.0).to(tl.float32)
+            amax = tl.maximum(amax, tl.abs(v))
     s = tl.maximum(tl.max(amax, axis=0) / 448.0, MIN_SCALE)
     tl.store(s_ptr + row, s)
-    for k0 in range(0, K, BLOCK):
-        v = tl.load(x_ptr + row * stride_xm + k0 + offs, mask=k0 + offs < K, other=0.0).to(tl.float32)
+    if ONE:
         q = tl.minimum(tl.maximum(v / s, -448.0), 448.0)
-        tl.store(q_ptr + row * stride_qm + k0 + offs, q.to(tl.float8e4nv), mask=k0 + offs < K)
+        tl.store(q_ptr + row * stride_qm + offs, q.to(tl.float8e4nv), mask=offs < K)
+    else:
+        for k0 in range(0, K, BLOCK):
+            v = tl.load(x_ptr + row * stride_xm + k0 + offs, mask=k0 + offs < K, other=0.0).to(tl.float32)
+            q = tl.minimum(tl.maximum(v / s, -448.0), 448.0)
+            tl.store(q_ptr + row * stride_qm + k0 + offs, q.to(tl.float8e4nv), mask=k0 + offs < K)
 
 # %% ../nbs/06c_triton_kernels.ipynb #25f0159a
 @triton.jit

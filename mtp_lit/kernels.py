@@ -445,7 +445,9 @@ def quantize_act_rows(x2, pdl=False):
     if not triton_ok(x2): return quantize_act_per_token(x2, check=False)
     q = torch.empty(M, K, device=x2.device, dtype=FP8)
     s = torch.empty(M, 1, device=x2.device, dtype=torch.float32)
-    _tk().act_quant_rows_kernel[(M,)](x2, q, s, K, x2.stride(0), q.stride(0), BLOCK=1024, num_warps=4, **(pdl_launch(x2) if pdl else {}))
+    blk = _pow2(K) if K <= 8192 else 1024   # the whole row in one read up to 8192 values
+    _tk().act_quant_rows_kernel[(M,)](x2, q, s, K, x2.stride(0), q.stride(0), BLOCK=blk, ONE=blk >= K, num_warps=8 if blk >= 4096 else 4,
+                                      **(pdl_launch(x2) if pdl else {}))
     return q, s
 
 def scaled_mm_linear(x2, # rows [M, K] bf16

@@ -52,7 +52,8 @@ class KernelConfig:
     through a TensorDescriptor) in `fp8_linear` and `fp8_linear_argmax` where `tma_ok` allows it, else (and always in
     `moe_linear`) by per-thread loads as with TMA False; XQ (with A8): the activations are quantised per token in a
     launch before (`quantize_act_rows`, one scale per token over all of K, applied in the epilogue), so the fp8 MMA
-    accumulates across K tiles (`fp8_linear` and `fp8_linear_argmax` without act; else A8 as without XQ)."""
+    accumulates across K tiles under per-tensor and per-channel scales (`fp8_linear` and `fp8_linear_argmax` without
+    act; else A8 as without XQ)."""
     BN: int = 64
     BK: int = 256
     SPLIT_K: int = 1
@@ -133,7 +134,31 @@ def tuned_table(path=None):
     p = Path(path) if path else _TABLE_FILE
     if not p.exists(): return {}
     d = json.loads(p.read_text())
-    return {k: KernelConfig(**v) for k, v in d['configs'].items()}
+    return {k: _table_entry(p, k, v) for k, v in d['configs'].items()}
+
+_BOOL_FIELDS = ('A8', 'SWAP', 'TMA', 'XQ')
+
+def _table_entry(path, key, v) -> KernelConfig:
+    "One entry of a tuned table as a KernelConfig; raises ValueError naming the file, the key and the field it does not take."
+    where = f"{path}: entry {key!r}"
+    parts = key.split(',')
+    if (len(parts) not in (4, 5) or not (parts[0].isdigit() and parts[1].isdigit()) or parts[2] not in SCALE_MODES
+            or parts[3] not in ('1', '4', '16', '64', '256') or (len(parts) == 5 and parts[4] not in USES[1:])):
+        raise ValueError(f"{where}: a key is 'N,K,mode,M bucket[,use]' (mode in {tuple(SCALE_MODES)}, M bucket 1/4/16/64/256, use in {USES[1:]})")
+    if not isinstance(v, dict): raise ValueError(f"{where}: a config is a JSON object, got {type(v).__name__}")
+    names = set(KernelConfig.__dataclass_fields__)
+    if set(v) - names: raise ValueError(f"{where}: unknown field(s) {sorted(set(v) - names)} (KernelConfig has {sorted(names)})")
+    for f, x in v.items():
+        want = bool if f in _BOOL_FIELDS else int
+        if type(x) is not want: raise ValueError(f"{where}: field {f!r} must be {want.__name__}, got {x!r}")
+    c = KernelConfig(**v)
+    for f in ('BN', 'BK'):
+        n = getattr(c, f)
+        if n < 16 or n & (n - 1): raise ValueError(f"{where}: field {f!r} must be a power of two >= 16, got {n}")
+    for f, ok in (('SPLIT_K', c.SPLIT_K >= 1), ('SK', c.SK >= 0), ('WCVT', c.WCVT in (0, 1, 2)),
+                  ('num_warps', c.num_warps in (1, 2, 4, 8, 16)), ('num_stages', c.num_stages >= 1), ('XQ', c.A8 or not c.XQ)):
+        if not ok: raise ValueError(f"{where}: field {f!r} out of range ({getattr(c, f)!r}" + ("; XQ needs A8)" if f == 'XQ' else ")"))
+    return c
 
 def select_config(M, N, K, mode='per-channel', table=None, num_sms=None, use='', block_k=128):
     """The config for an [M, K] x [N, K]^T FP8 linear from the tuned table: the entry for (N, K, mode, M bucket), else
@@ -290,7 +315,8 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     M = x2.shape[0]
     r2 = None if residual is None else residual.reshape(M, N)
     o2 = None if out is None else out.view(M, N)
-    if config is None and scaled_mm_ok(x2, qweight, mode, block_size) and not xq_tuned(M, N, K, mode):   # many tokens: W8A8 on CUTLASS
+    if config is None and scaled_mm_ok(x2, qweight, mode, block_size) and not xq_tuned(
+            M, N, K, mode, use=linear_use(out is not None, act), block_k=block_size[1]):   # many tokens: W8A8 on CUTLASS
         y = scaled_mm_linear(silu_mul(x2) if act else x2, qweight, scale, mode)
         if bias is not None: y = y + bias.to(y.dtype)
         if o2 is not None: o2.add_(y.float()); return out
@@ -316,7 +342,7 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
     x2, lead = _triton_rows(x, qweight, backend)
     N, K = qweight.shape
     M = x2.shape[0]
-    if config is None and scaled_mm_ok(x2, qweight, mode, block_size) and not xq_tuned(M, N, K, mode):
+    if config is None and scaled_mm_ok(x2, qweight, mode, block_size) and not xq_tuned(M, N, K, mode, block_k=block_size[1]):
         return scaled_mm_linear(x2, qweight, scale, mode).argmax(-1).reshape(lead)
     cfg = config or select_config(M, N, K, mode, block_k=block_size[1])
     nt = math.ceil(N / cfg.BN)
@@ -425,10 +451,15 @@ def scaled_mm_ok(x2, qweight, mode, block_size=(128, 128)) -> bool:
         return tuple(block_size) == (128, 128) and N % 128 == 0 and K % 128 == 0 and vllm_scaled_mm_ops(x2.device.index, block=True) is not None
     return mode in ('per-tensor', 'per-channel') and N % 16 == 0 and K % 16 == 0 and _sm90_has(x2.device.index, 'torch', '_scaled_mm')
 
-def xq_tuned(M, N, K, mode, table=None) -> bool:
-    "Whether the tuned table's entry for (N, K, mode) at M's bucket is an XQ config: from `SCALED_MM_MIN_M` tokens the tuner stores one only where it measured faster than `scaled_mm_linear`."
-    c = (tuned_table() if table is None else table).get(f'{N},{K},{mode},{m_bucket(M)}')
-    return c is not None and c.XQ and c.A8
+def xq_tuned(M, N, K, mode, table=None, use='', block_k=128) -> bool:
+    """Whether the tuned table's entry at M's bucket for (N, K, mode), the one `select_config` takes for `use` (its
+    ',use' entry, else the plain one), is an XQ config that the call runs as XQ (no SiluAndMul on the input; under block
+    scales a BK dividing `block_k`): from `SCALED_MM_MIN_M` tokens the tuner stores one only where it measured faster
+    than `scaled_mm_linear`."""
+    t = tuned_table() if table is None else table
+    key = f'{N},{K},{mode},{m_bucket(M)}'
+    c = (t.get(f'{key},{use}') if use else None) or t.get(key)
+    return (c is not None and c.XQ and c.A8 and 'silu' not in use and (mode != 'block' or block_k % c.BK == 0))
 
 @functools.cache
 def vllm_scaled_mm_ops(device_index, block=False):
@@ -736,7 +767,7 @@ def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='per-channel', candidates=No
     serves nothing. use: '' (a new bf16 output: split-K's zero-fill and cast are timed too), 'acc' (accumulated into a
     float32 `out`, as the draft step's linears), 'acc+silu' (also act='silu_mul'), 'silu'. Returns {'configs':
     {'N,K,mode,Mbucket[,use]': asdict(best)}, 'timings': [...]} (the key ends ',use' for a use other than ''),
-    the format of `tuned_table`'s file. keep: a table whose config for the key (`select_config`) is timed too, so it
+    the format of `tuned_table`'s file, and 'cutlass': the keys where `scaled_mm_linear` stayed faster. keep: a table whose config for the key (`select_config`) is timed too, so it
     is replaced only by a faster one. From `SCALED_MM_MIN_M` tokens a plain entry is stored only where it beats
     `scaled_mm_linear` (where `scaled_mm_ok`). Needs CUDA and triton."""
     g = torch.Generator(device=device).manual_seed(0)
@@ -781,6 +812,7 @@ def tune_fp8_linear(shapes, Ms=(1, 4, 16, 64), mode='per-channel', candidates=No
                 res['timings'].append(dict(N=N, K=K, M=M, mode=mode, use='scaled_mm', ms=tc))
                 base += f' | CUTLASS W8A8 {tc * 1e3:7.1f} us'
                 if tc <= best[0]:
+                    res.setdefault('cutlass', []).append(f'{N},{K},{mode},{m_bucket(M)}')
                     log(f'N={N:6d} K={K:6d} M={M:3d} {mode}: CUTLASS stays ({tc * 1e3:.1f} us, best config {best[0] * 1e3:.1f})' + base); continue
             log(f'N={N:6d} K={K:6d} M={M:3d} {mode} {use:8s}: best {best[0] * 1e3:7.1f} us ({gb / best[0]:.2f} TB/s) {best[1]}' + base)
             res['configs'][f'{N},{K},{mode},{m_bucket(M)}' + (f',{use}' if use else '')] = asdict(best[1])

@@ -533,6 +533,38 @@ def test_scaled_mm_argmax_and_graph():
 
 
 
+
+@pytest.mark.skipif(not sm90, reason='torch._scaled_mm row-wise scales: sm_90')
+@pytest.mark.parametrize('N,K', [(14336, 5120), (40960, 5120), (5120, 6144)])
+def test_table_routing_and_ops_under_compile_and_graphs(N, K):
+    """With no config, fp8_linear runs the shipped table's config (bit-equal to passing it), or from SCALED_MM_MIN_M tokens
+    CUTLASS unless that entry is XQ; the plugin's ops under torch.compile, and in a CUDA graph replayed on new inputs, give
+    the eager result; the result matches float64 W8A8 over the config's activation groups."""
+    from mtp_lit.kernels import fp8_linear_argmax
+    g = gen()
+    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5, outliers=16), 'per-channel')
+    comp = torch.compile(lambda v: fp8_linear_op(v, q, s), fullgraph=True)
+    for M in (1, 4, 32, 64):
+        x = rand(M, K, g=g, mean=0.3, outliers=4).bfloat16()
+        cfg = select_config(M, N, K, 'per-channel')
+        same = torch.equal if not cfg.SK else (lambda a, b: rel(a, b.double()) < 1e-3)   # stream-K adds with atomics
+        y = fp8_linear(x, q, s)
+        if M >= SCALED_MM_MIN_M and not xq_tuned(M, N, K, 'per-channel'):
+            assert torch.equal(y, scaled_mm_linear(x, q, s, 'per-channel'))
+            assert rel(y, reference_linear(x, q, s, act_group=K)) < 5e-3
+        else:
+            assert same(y, fp8_linear(x, q, s, config=cfg))
+            assert rel(y, reference_linear(x, q, s, act_group=agroup(cfg, K))) < 5e-3
+        assert same(comp(x), y)
+        static = x.clone(); torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph): yg = fp8_linear_op(static, q, s)
+        x2 = rand(M, K, g=g).bfloat16()
+        static.copy_(x2); graph.replay(); torch.cuda.synchronize()
+        assert same(yg, fp8_linear(x2, q, s))
+        if N == 40960:   # the draft head's token
+            assert torch.equal(fp8_linear_argmax_op(x, q, s), fp8_linear_argmax(x, q, s))
+
 @pytest.mark.skipif(not sm90, reason='CUTLASS block FP8: sm_90')
 def test_scaled_mm_block_vs_float64():
     "From SCALED_MM_MIN_M tokens 128 x 128 block scales run vLLM's CUTLASS block FP8: the float64 W8A8 reference with 128-column activation groups, with bias, residual, out=, the head's argmax and a CUDA graph."
@@ -543,7 +575,7 @@ def test_scaled_mm_block_vs_float64():
     for N, K in [(5120, 6144), (1024, 2048)]:
         q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5, outliers=16), 'block')
         bias = rand(N, g=g, std=0.1).bfloat16()
-        for M in (SCALED_MM_MIN_M, 100, 256):
+        for M in (SCALED_MM_MIN_M, 33, 100, 256):   # 33: not a multiple of 4 (some vLLM releases pad M for sm_90 block FP8)
             x = rand(M, K, g=g, mean=0.3, outliers=4).bfloat16()
             assert scaled_mm_ok(x, q, 'block')
             res = rand(M, N, g=g).bfloat16()

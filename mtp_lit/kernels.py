@@ -66,6 +66,14 @@ class KernelConfig:
     TMA: bool = False
     XQ: bool = False
 
+    def __post_init__(self):
+        for f in ('BN', 'BK'):
+            n = getattr(self, f)
+            if n < 16 or n & (n - 1): raise ValueError(f"KernelConfig field {f!r} must be a power of two >= 16, got {n}")
+        for f, ok in (('SPLIT_K', self.SPLIT_K >= 1), ('SK', self.SK >= 0), ('WCVT', self.WCVT in (0, 1, 2)),
+                      ('num_warps', self.num_warps in (1, 2, 4, 8, 16)), ('num_stages', self.num_stages >= 1), ('XQ', self.A8 or not self.XQ)):
+            if not ok: raise ValueError(f"KernelConfig field {f!r} out of range: {getattr(self, f)!r}" + (" (XQ needs A8)" if f == 'XQ' else ''))
+
 KERNEL_VARIANTS = {  # (A8, WCVT, SWAP): the kernel designs the tuner compares
     'w8a16-cvt': (False, 0, False), 'w8a16-asm': (False, 2, False), 'w8a16-asm-swap': (False, 2, True),
     'w8a16-cvt-swap': (False, 0, True), 'w8a8': (True, 0, False), 'w8a8-swap': (True, 0, True)}
@@ -151,14 +159,8 @@ def _table_entry(path, key, v) -> KernelConfig:
     for f, x in v.items():
         want = bool if f in _BOOL_FIELDS else int
         if type(x) is not want: raise ValueError(f"{where}: field {f!r} must be {want.__name__}, got {x!r}")
-    c = KernelConfig(**v)
-    for f in ('BN', 'BK'):
-        n = getattr(c, f)
-        if n < 16 or n & (n - 1): raise ValueError(f"{where}: field {f!r} must be a power of two >= 16, got {n}")
-    for f, ok in (('SPLIT_K', c.SPLIT_K >= 1), ('SK', c.SK >= 0), ('WCVT', c.WCVT in (0, 1, 2)),
-                  ('num_warps', c.num_warps in (1, 2, 4, 8, 16)), ('num_stages', c.num_stages >= 1), ('XQ', c.A8 or not c.XQ)):
-        if not ok: raise ValueError(f"{where}: field {f!r} out of range ({getattr(c, f)!r}" + ("; XQ needs A8)" if f == 'XQ' else ")"))
-    return c
+    try: return KernelConfig(**v)   # its own range checks
+    except ValueError as e: raise ValueError(f"{where}: {e}") from None
 
 def select_config(M, N, K, mode='per-channel', table=None, num_sms=None, use='', block_k=128):
     """The config for an [M, K] x [N, K]^T FP8 linear from the tuned table: the entry for (N, K, mode, M bucket), else

@@ -29,7 +29,6 @@ def _copies(nbytes, min_bytes=512 << 20): return max(2, math.ceil(min_bytes / nb
 def dense_rows(shapes, Ms, scheme='per-channel', log=print):
     from mtp_lit.fp8 import quantize_fp8, dequantize_fp8
     from mtp_lit.kernels import fp8_linear, select_config, time_graph, scaled_mm_linear
-    from vllm import _custom_ops as ops
     g = torch.Generator(device='cuda').manual_seed(0)
     rows = []
     for name, N, K in shapes:
@@ -39,15 +38,11 @@ def dense_rows(shapes, Ms, scheme='per-channel', log=print):
         sbytes = ws[0][1].numel() * 4
         for M in Ms:
             x = torch.randn(M, K, device='cuda', generator=g).to(torch.bfloat16)
-            def vllm_fp8(q, s):
-                if scheme == 'block': return scaled_mm_linear(x, q, s, 'block', use_vllm=True)   # vLLM's block-FP8 pair
-                xq, xs = ops.scaled_fp8_quant(x, use_per_token_if_dynamic=True)
-                return ops.cutlass_scaled_mm(xq, q.t(), xs, s.float().reshape(-1, 1).expand(N, 1).contiguous(), out_dtype=torch.bfloat16)
             cfg, cfg_acc = select_config(M, N, K, scheme), select_config(M, N, K, scheme, use='acc')
             t = {'mtp_lit': [functools.partial(fp8_linear, x, q, s) for q, s in ws],
                  'mtp_lit_triton': [functools.partial(fp8_linear, x, q, s, config=cfg) for q, s in ws],
                  'mtp_lit_acc_config': [functools.partial(fp8_linear, x, q, s, config=cfg_acc) for q, s in ws],
-                 'vllm_fp8': [functools.partial(vllm_fp8, q, s) for q, s in ws],
+                 'vllm_fp8': [functools.partial(scaled_mm_linear, x, q, s, scheme, use_vllm=True) for q, s in ws],   # vLLM's own pair
                  'bf16': [functools.partial(F.linear, x, w) for w in wb]}
             if scheme != 'block':
                 t['mtp_lit_scaled_mm'] = [functools.partial(scaled_mm_linear, x, q, s, scheme, use_vllm=False) for q, s in ws]

@@ -25,6 +25,6 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
     for b in ('1', '2'):
         row = r['batches'][b]
         assert 1 <= row['tokens_per_step'] < 1.5   # random weights: (almost) no draft token accepted
-        assert 0 < row['draft_ms'] < row['step_ms']
+        assert row['draft_ms'] > 0 and row['step_ms'] > 0   # figures, not compared: on a busy CPU the median draft call can outlast the fastest step
     prof = r['batches']['2']['profile']   # the profiler in the worker: CPU ops here (no CUDA kernels on vLLM CPU)
     assert prof['wall_ms'] > 0 and prof['gpu_ms'] == 0 and prof['tokens'] == 16

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['MIN_SCALE', 'fp8_linear_kernel', 'argmax_finalize_kernel', 'fp8_linear_sk_kernel', 'moe_linear_kernel',
-           'act_quant_rows_kernel', 'read_kernel', 'rms_norm_kernel', 'gated_attn_ctx0_kernel', 'silu_mul_kernel',
-           'router_topk_kernel', 'moe_combine_kernel']
+           'moe_sum_kernel', 'act_quant_rows_kernel', 'read_kernel', 'rms_norm_kernel', 'gated_attn_ctx0_kernel',
+           'silu_mul_kernel', 'router_topk_kernel', 'moe_combine_kernel']
 
 # %% ../nbs/06c_triton_kernels.ipynb #be9b224a
 import triton
@@ -301,21 +301,31 @@ def moe_linear_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, o_ptr,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
                       A8: tl.constexpr, WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr,
-                      ACT: tl.constexpr = 0, PDL: tl.constexpr = 0):
+                      ACT: tl.constexpr = 0, PDL: tl.constexpr = 0, SLOTS: tl.constexpr = False, E=0):
     """out[m * TOPK + j, :] = x_row @ (scale[e] * w[e])^T for every token m whose j-th routed expert is e.
 
-    grid = (cdiv(N, BN), E, cdiv(M, BM)). The program of expert e reads w[e]'s tile once for all tokens
-    routed to it, and returns at once when none is (so the weight bytes read are those of the experts hit)."""
+    grid = (cdiv(N, BN), E, cdiv(M, BM)): the program of expert e reads w[e]'s tile once for all tokens routed to it,
+    and returns at once when none is. SLOTS (M <= BM): grid = (cdiv(N, BN), M * TOPK, 1): the program of slot s
+    takes the expert e = topk_ids[s] and returns at once unless s is e's first slot and 0 <= e < E. Either way the
+    weight bytes read are those of the experts hit, each once."""
     _pdl_start(PDL)
     pid_n = tl.program_id(0)
-    e = tl.program_id(1)
     pid_m = tl.program_id(2)
     rm = pid_m * BM + tl.arange(0, BM)
     rj = tl.arange(0, TOPK_P2)
     ids = tl.load(ids_ptr + rm[:, None] * TOPK + rj[None, :], mask=(rm[:, None] < M) & (rj[None, :] < TOPK), other=-1)
+    if SLOTS:
+        s_id = tl.program_id(1)
+        e = tl.load(ids_ptr + s_id)
+        earlier = (ids == e) & (rm[:, None] * TOPK + rj[None, :] < s_id)   # the same expert in an earlier slot
+        go = (e >= 0) & (e < E) & (tl.max(tl.max(earlier.to(tl.int32), axis=1), axis=0) == 0)
+    else:
+        e = tl.program_id(1)
     slot = tl.max(tl.where(ids == e, rj[None, :], -1), axis=1)  # [BM]: which of the top-k slots routes to e, or -1
     row_ok = slot >= 0
-    if tl.max(row_ok.to(tl.int32), axis=0) > 0:
+    if not SLOTS:
+        go = tl.max(row_ok.to(tl.int32), axis=0) > 0
+    if go:
         rn = pid_n * BN + tl.arange(0, BN)
         n_ok = rn < N
         out_rows = rm * TOPK + slot
@@ -329,6 +339,26 @@ def moe_linear_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, o_ptr,
         acc = _epilogue_scale(acc, s_ptr + e * stride_se, rn, N, stride_sn, SCALE_MODE)
         o_ptrs = o_ptr + out_rows[:, None] * stride_om + rn[None, :]
         tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
+
+# %% ../nbs/06c_triton_kernels.ipynb #moesum01
+@triton.jit
+def moe_sum_kernel(y_ptr, ids_ptr, wt_ptr, o_ptr, N, stride_ym, stride_om,
+                   TOPK: tl.constexpr, HAS_W: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
+    """out[m, :] = sum over the slots j of token m with ids[m, j] >= 0 of wt[m, j] * y[m * TOPK + j, :] (wt 1 without
+    HAS_W), in float32; the rows of skipped slots are never read. grid = (M, cdiv(N, BLOCK))."""
+    _pdl_start(PDL)
+    m = tl.program_id(0)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = rn < N
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for j in tl.static_range(TOPK):
+        if tl.load(ids_ptr + m * TOPK + j) >= 0:
+            v = tl.load(y_ptr + (m * TOPK + j) * stride_ym + rn, mask=ok, other=0.0).to(tl.float32)
+            if HAS_W:
+                v = v * tl.load(wt_ptr + m * TOPK + j).to(tl.float32)
+            acc += v
+    tl.store(o_ptr + m * stride_om + rn, acc.to(o_ptr.dtype.element_ty), mask=ok)
+
 
 # %% ../nbs/06c_triton_kernels.ipynb #b957adc3
 @triton.jit

@@ -18,7 +18,7 @@ from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
 from .fp8 import SCALE_SENTINEL, quantize_fp8
 from typing import Optional
-from .kernels import fp8_linear, moe_linear, opaque_op, triton_ok
+from .kernels import fp8_linear, moe_linear, moe_sum, opaque_op, triton_ok
 
 # %% ../nbs/07a_draft_moe.ipynb #6750e592
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
@@ -93,11 +93,10 @@ def gated_act(gu: torch.Tensor, # gate-up rows [..., 2I], gate rows first (inter
 
 # %% ../nbs/07a_draft_moe.ipynb #0a0b29bd
 def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
-    "The routed experts through two `moe_linear` launches (CUDA, Triton): capture-safe, only routed experts read."
+    "The routed experts through two `moe_linear` launches and a `moe_sum` (CUDA, Triton): capture-safe, only routed experts read."
     bs = block or (128, 128)
-    valid = ids >= 0
-    w = topk_weights.float().masked_fill(~valid, 0.0)
     if apply_router_weight_on_input:
+        w = topk_weights.float().masked_fill(ids < 0, 0.0)
         xs = (x.float()[:, None, :] * w[..., None]).to(x.dtype)
         gu = moe_linear(xs, w13, s13, ids, per_slot_input=True, block_size=bs)
     else:
@@ -106,8 +105,7 @@ def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, appl
         y = moe_linear(gu, w2, s2, ids, per_slot_input=True, act='silu_mul', block_size=bs)
     else:
         y = moe_linear(gated_act(gu.float(), activation, swiglu).to(x.dtype), w2, s2, ids, per_slot_input=True, block_size=bs)
-    y = torch.where(valid[..., None], y.float(), 0.0)   # slots on another rank are never written
-    return (y if apply_router_weight_on_input else y * w[..., None]).sum(1).to(x.dtype)
+    return moe_sum(y, ids, None if apply_router_weight_on_input else topk_weights)   # slots on another rank: never written, skipped
 
 MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always (the benchmarks page times both paths)
 # activations vLLM's functional `fused_experts` computes as vLLM's MoE layer does: SWIGLUOAI_UNINTERLEAVE, and SiLU where the layer

@@ -7,9 +7,10 @@ __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'FIXUP_MAX_FLOATS', 
            'reference_linear', 'KernelConfig', 'block_m', 'm_bucket', 'linear_use', 'default_config', 'fit_block_k',
            'tuned_table', 'select_config', 'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'served_pdl',
            'silu_mul', 'fp8_linear', 'fp8_linear_argmax', 'split_counters', 'scaled_mm_ok', 'xq_tuned',
-           'vllm_scaled_mm_ops', 'quantize_act_rows', 'scaled_mm_linear', 'moe_linear', 'opaque_op', 'fp8_linear_op',
-           'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn', 'fused_router_topk',
-           'fused_moe_combine', 'read_sweep', 'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
+           'vllm_scaled_mm_ops', 'quantize_act_rows', 'scaled_mm_linear', 'moe_linear', 'moe_sum', 'opaque_op',
+           'fp8_linear_op', 'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn',
+           'fused_router_topk', 'fused_moe_combine', 'read_sweep', 'time_graph', 'candidate_configs', 'precompile',
+           'tune_fp8_linear']
 
 # %% ../nbs/06b_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -516,8 +517,9 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
     into the load); qweight [E, N, K] float8_e4m3fn (or bf16/fp16 with scale=None);
     scale [E, 1] / [E, N] / [E, ceil(N/128), ceil(K/128)]; topk_ids [M, top_k] int (vLLM's fused-MoE `topk_ids`).
     Returns [M, top_k, N] in x's dtype. Each expert's weights are read once whatever number of tokens it serves,
-    and experts that no token routes to are not read. pdl: as in `fp8_linear`. Raises ValueError on mismatched shapes
-    or ids out of range."""
+    and experts that no token routes to are not read; the Triton grid runs over experts, or over the routed slots where
+    those are fewer (M <= 64). pdl: as in `fp8_linear`. Raises ValueError on mismatched shapes or (torch path) ids out
+    of range; the Triton path leaves the rows of ids outside [0, E) unwritten (an expert on another rank)."""
     if qweight.dim() != 3: raise ValueError(f"qweight must be [E, N, K], got {tuple(qweight.shape)}")
     E, N, K = qweight.shape
     if topk_ids.dim() != 2: raise ValueError(f"topk_ids must be [M, top_k], got {tuple(topk_ids.shape)}")
@@ -552,16 +554,42 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
     s, ssn, ssk = _scale_args(scale, mode, 1)
     BM = block_m(M)
     interp = os.environ.get('TRITON_INTERPRET') == '1'
-    grid = (math.ceil(N / cfg.BN), E, math.ceil(M / BM))
+    slots = M * top_k < E and M <= BM   # one row block: a program per routed slot, not per expert
+    grid = (math.ceil(N / cfg.BN), M * top_k if slots else E, 1 if slots else math.ceil(M / BM))
     tk.moe_linear_kernel[grid](
         x2, qweight, s if s is not None else qweight, ids, out, M, N, K,
         x2.stride(0), qweight.stride(0), qweight.stride(1), (s.stride(0) if s is not None else 0), ssn, ssk, out.stride(0),
         TOPK=top_k, TOPK_P2=1 << max(0, (top_k - 1).bit_length()), PER_SLOT_X=per_slot_input,
         BM=BM, BN=cfg.BN, BK=cfg.BK, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
         A8=cfg.A8 and mode != 'none', WCVT=cfg.WCVT if x.dtype == torch.bfloat16 else 0, SWAP=cfg.SWAP and cfg.BN >= 64,
-        DOT_F32=interp, ACT=1 if act else 0, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        DOT_F32=interp, ACT=1 if act else 0, SLOTS=slots, E=E, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **(pdl_launch(x2) if pdl else {}))
     return out.reshape(M, top_k, N)
+
+# %% ../nbs/06b_kernels.ipynb #moesum02
+def moe_sum(y, # routed-expert outputs [M, top_k, N], as `moe_linear` returns them
+            topk_ids, # [M, top_k]: a slot with an id < 0 (an expert on another rank) is skipped, its row never read
+            topk_weights=None, # [M, top_k] router weights; None: every slot weighs 1
+            *, backend='auto', pdl=False):
+    "Each token's routed outputs summed over its slots, weighted: [M, N] in y's dtype, accumulated in float32; one launch on the Triton path."
+    M, top_k, N = y.shape
+    if tuple(topk_ids.shape) != (M, top_k): raise ValueError(f"topk_ids must be {(M, top_k)}, got {tuple(topk_ids.shape)}")
+    if topk_weights is not None and tuple(topk_weights.shape) != (M, top_k):
+        raise ValueError(f"topk_weights must be {(M, top_k)}, got {tuple(topk_weights.shape)}")
+    if backend == 'auto': backend = 'triton' if triton_ok(y) else 'torch'
+    if backend == 'torch':
+        v = y.float() if topk_weights is None else y.float() * topk_weights.float()[..., None]
+        return torch.where((topk_ids >= 0)[..., None], v, 0.0).sum(1).to(y.dtype)
+    if backend != 'triton': raise ValueError(f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+    y2 = y.reshape(M * top_k, N)
+    if y2.stride(1) != 1: y2 = y2.contiguous()
+    out = torch.empty(M, N, device=y.device, dtype=y.dtype)
+    BLOCK = min(1024, 1 << max(0, (N - 1).bit_length()))
+    _tk().moe_sum_kernel[(M, math.ceil(N / BLOCK))](
+        y2, topk_ids.contiguous(), y2 if topk_weights is None else topk_weights.contiguous(), out, N, y2.stride(0), out.stride(0),
+        TOPK=top_k, HAS_W=topk_weights is not None, BLOCK=BLOCK, num_warps=4, **(pdl_launch(y2) if pdl else {}))
+    return out
+
 
 # %% ../nbs/06b_kernels.ipynb #43dd70f1
 from typing import Optional

@@ -313,6 +313,35 @@ def test_moe_linear_silu_mul_per_slot():
     assert rel(y, yt.double()) < 5e-3
 
 
+def test_moe_slot_grid_and_sum_vs_float64():
+    """Qwen3.5-35B-A3B's down projection (256 experts of [2048, 512], top-8) with fewer routed slots than experts (a program
+    per slot; M = 1, 4, 31) and more (a program per expert; M = 40): one expert shared by every token, one slot on another
+    rank (id -1, its row left unwritten); `moe_sum` weights and adds the slots against float64, in a CUDA graph too."""
+    from mtp_lit.kernels import moe_sum
+    g = gen()
+    E, N, K, top_k = 256, 2048, 512, 8
+    q, s = quantize_fp8(rand(E, N, K, g=g, std=K ** -0.5), 'per-channel')
+    for M in (1, 4, 31, 40):
+        r = torch.rand(M, E, device='cuda', generator=g); r[:, 7] = 2.0   # expert 7 in every token's top-k
+        ids = r.topk(top_k, -1).indices.int()
+        ids[-1, 3] = -1
+        ok = ids >= 0
+        x = rand(M, top_k, K, g=g, mean=0.2).to(torch.bfloat16)
+        poison()
+        y = moe_linear(x, q, s, ids, per_slot_input=True)
+        ref = torch.zeros(M, top_k, N, dtype=torch.float64, device='cuda')
+        for m, j in ok.nonzero().tolist():
+            ref[m, j] = reference_linear(x[m, j][None], q[ids[m, j]], s[ids[m, j]])[0]
+        assert rel(y[ok], ref[ok]) < 5e-3, M
+        w = torch.rand(M, top_k, device='cuda', generator=g)
+        out = moe_sum(y, ids, w)
+        assert rel(out, (ref * (w * ok)[..., None]).sum(1)) < 5e-3, M
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph): og = moe_sum(moe_linear(x, q, s, ids, per_slot_input=True), ids, w)
+        graph.replay(); torch.cuda.synchronize()
+        assert torch.equal(og, out), M
+
+
 def test_pdl_chain_same_results_in_a_graph():
     "A chain of dependent kernels launched under PDL (each reads the previous one's output) gives bit-identical results"
     " to plain launches, eagerly and replayed from a CUDA graph; on sm_90+ the PDL launch is really used."

@@ -630,13 +630,23 @@ def test_scaled_mm_block_vs_float64():
 @pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
 @pytest.mark.parametrize('on_input', [False, True])
 def test_vllm_fused_experts_path(scheme, on_input):
-    "On CUDA the FP8 experts run on vLLM's fused-MoE kernel (W8A8): within W8A8 error of the host loop, at 1 and 300 tokens; expert parallelism too."
+    "On CUDA the FP8 experts run on vLLM's fused-MoE kernel (W8A8): within W8A8 error of float64, as the host loop is, at 1 and 300 tokens; expert parallelism too."
     pytest.importorskip('vllm.model_executor.layers.fused_moe.fused_moe')
     import mtp_lit.draft_moe as dm
     g = gen()
     q13, s13, q2, s2, block = _experts(scheme, g=g, I=256)
     for T in (1, 300):
         _vllm_fused_vs_loop(dm, q13, s13, q2, s2, block, T, on_input, g)
+
+
+def _moe_float64(x, q13, s13, q2, s2, tw, ids, block, on_input):
+    "The routed experts in float64 from the dequantized weights (SiLU gate, router weights on the input or the output)."
+    from mtp_lit.fp8 import dequantize_fp8
+    W13, W2 = (dequantize_fp8(q, s, block or (128, 128), torch.float64) for q, s in ((q13, s13), (q2, s2)))
+    xe = x.double()[:, None, :].expand(-1, ids.shape[1], -1) * (tw.double()[..., None] if on_input else 1)
+    gu = torch.einsum('tkh,tknh->tkn', xe, W13[ids.long()])
+    y = torch.einsum('tki,tkhi->tkh', torch.nn.functional.silu(gu[..., :gu.shape[-1] // 2]) * gu[..., gu.shape[-1] // 2:], W2[ids.long()])
+    return (y * (1 if on_input else tw.double()[..., None])).sum(1)
 
 
 def _vllm_fused_vs_loop(dm, q13, s13, q2, s2, block, T, on_input, g):
@@ -651,8 +661,10 @@ def _vllm_fused_vs_loop(dm, q13, s13, q2, s2, block, T, on_input, g):
     try: loop = fp8_moe(x, q13, s13, q2, s2, tw, ids, block, apply_router_weight_on_input=on_input, dense=False)
     finally: dm.triton_ok = saved
     assert torch.isfinite(fast.float()).all()
-    r = ((fast.double() - loop.double()).norm() / loop.double().norm()).item()
-    assert r < 6e-2, r
+    ref = _moe_float64(x, q13, s13, q2, s2, tw, ids, block, on_input)
+    for y in (fast, loop):   # each within W8A8 error (4.4 % on this data, e4m3 activations): the loop's experts of >= 32 tokens are W8A8 too
+        r = ((y.double() - ref).norm() / ref.norm()).item()
+        assert r < 6e-2, r
     if not on_input and T > 1:
         emap = torch.full((E,), -1, dtype=torch.int32, device='cuda'); emap[:E // 2] = torch.arange(E // 2, device='cuda', dtype=torch.int32)
         ep = fp8_moe(x, q13[:E // 2], s13[:E // 2], q2[:E // 2], s2[:E // 2], tw, ids, block, expert_map=emap)

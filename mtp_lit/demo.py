@@ -67,6 +67,7 @@ class DraftInspector:
         m = draft_model(self.model_runner)
         if m is None: return {}
         from mtp_lit.plugin import fp8_param_digests
+        from mtp_lit.kernels import served_pdl, pdl_launch
         from vllm.model_executor.layers.attention.attention import Attention
         from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
         dtypes = {n: str(p.dtype).replace('torch.', '') for n, p in m.named_parameters()}
@@ -79,7 +80,8 @@ class DraftInspector:
                 'linear_weight_bytes': draft_linear_bytes(m), 'fp8_digests': fp8_param_digests(m),
                 'head_rows': {n: int(x.org_vocab_size) for n, x in heads.items()},
                 'head_rows_on_rank': {n: int(x.num_embeddings_per_partition) for n, x in heads.items()},
-                'draft_vocab_ids': int(m.draft_vocab_ids.numel()) if hasattr(m, 'draft_vocab_ids') else None}
+                'draft_vocab_ids': int(m.draft_vocab_ids.numel()) if hasattr(m, 'draft_vocab_ids') else None,
+                'pdl': served_pdl() and bool(pdl_launch(next(m.parameters())))}   # mtp_lit's FP8 ops launch under PDL here
 
     def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
         "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."

@@ -238,8 +238,8 @@ def pdl_launch(x):
     return dict(PDL=1, launch_pdl=True) if _sm90_has(x.device.index, 'triton.language.extra.cuda', 'gdc_wait') else {}
 
 def served_pdl() -> bool:
-    "Whether the plugin's ops (`fp8_linear_op`, `fp8_linear_argmax_op`) ask for PDL: with the environment variable MTP_LIT_PDL=1 only."
-    return os.environ.get('MTP_LIT_PDL') == '1'
+    "Whether the plugin's ops (`fp8_linear_op`, `fp8_linear_argmax_op`) ask for PDL (`pdl_launch` still decides where it applies): unless MTP_LIT_PDL=0."
+    return os.environ.get('MTP_LIT_PDL') != '0'
 
 
 # %% ../nbs/06b_kernels.ipynb #8ef23fbb

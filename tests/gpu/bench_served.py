@@ -13,8 +13,8 @@ draft's share is timed inside the worker: CUDA events around every call of the r
 (`DraftInspector.mtp_lit_time_draft`), median over the long run's steps. Random weights accept almost no draft token, so
 every step emits one token per sequence; decode speed at a real acceptance length τ is τ / step time (the benchmark page).
 Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
-`fp8-head-window` (+ a 2048-token draft window), `fp8-head-pdl` (`fp8-head` with MTP_LIT_PDL=1; not in the default
-sweep). Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`)."""
+`fp8-head-window` (+ a 2048-token draft window), `fp8-head-nopdl` (`fp8-head` with MTP_LIT_PDL=0: without programmatic
+dependent launch; not in the default sweep). Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`)."""
 import argparse, json, os, re, subprocess, sys, tempfile, time
 from pathlib import Path
 
@@ -23,7 +23,7 @@ ROOT = HERE.parent.parent
 CONFIGS = ROOT / 'tests' / 'fixtures' / 'checkpoints'   # real checkpoints' metadata: NAME/config.json
 FP8 = {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}
 DRAFTS = {'bf16': {}, 'fp8': FP8, 'fp8-head': FP8, 'fp8-head-window': FP8 | {'MTP_DRAFT_WINDOW': '2048'},   # 'head': + the draft vocabulary
-          'fp8-head-pdl': FP8 | {'MTP_LIT_PDL': '1'}}   # mtp_lit's kernels under programmatic dependent launch (`kernels.served_pdl`)
+          'fp8-head-nopdl': FP8 | {'MTP_LIT_PDL': '0'}}   # mtp_lit's kernels without programmatic dependent launch (`kernels.served_pdl`)
 # speculative_config options per draft: a truncated head gives vLLM's proposer its token directly (vLLM's own option; the
 # FP8 head's argmax kernel, no vocabulary-wide logits), as the plugin page tells users to serve it
 SPEC_OPTS = {d: {'use_local_argmax_reduction': True} for d in DRAFTS if 'head' in d}
@@ -94,6 +94,7 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         d = llm.collective_rpc('mtp_lit_inspect_draft')[0]
         res['draft'] = {'e4m3_params': sum(t == 'float8_e4m3fn' for t in d['param_dtypes'].values()), 'head_rows': d['head_rows'],
                         'windows': sorted(set(d['attention_windows'].values()), key=str), 'linear_weight_bytes': d['linear_weight_bytes']}
+        res['draft']['pdl'] = bool(d.get('pdl')) and res['draft']['e4m3_params'] > 0   # mtp_lit's FP8 ops launched under PDL
         llm.collective_rpc('mtp_lit_time_draft', args=('start',))
     g = torch.Generator().manual_seed(0)
     V = llm.llm_engine.model_config.get_vocab_size()
@@ -112,11 +113,11 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         row['tokens_per_s'] = b * tokens / (tl - ts)
         if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes: a profiled long decode minus a short one
             prof = []
-            for n in (8, 8 + PROFILE_TOKENS):
+            for n in (8, 8, 8 + PROFILE_TOKENS):   # the first is thrown away: a profiler's first start stretches the run it profiles
                 llm.collective_rpc('mtp_lit_profile', args=('start',))
                 _decode(llm, ps, n)
                 prof.append(llm.collective_rpc('mtp_lit_profile', args=('stop', 100_000))[0])
-            row['profile'] = profile_difference(*prof) | {'tokens': PROFILE_TOKENS}
+            row['profile'] = profile_difference(*prof[1:]) | {'tokens': PROFILE_TOKENS}
             if k: llm.collective_rpc('mtp_lit_time_draft', args=('read',))
         res['batches'][str(b)] = row
         print(f'  B={b:3d} step {row["step_ms"]:.3f} ms' + (f', draft {row["draft_ms"]:.3f} ms' if row.get('draft_ms') else ''), flush=True)
@@ -222,7 +223,7 @@ def main(argv=None):
     ap.add_argument('--work', default=None)
     ap.add_argument('--models', nargs='*', default=['Qwen3.5-27B', 'Qwen3.5-35B-A3B'])
     ap.add_argument('--targets', nargs='*', default=['bf16'])
-    ap.add_argument('--drafts', nargs='*', default=[d for d in DRAFTS if d != 'fp8-head-pdl'], choices=list(DRAFTS))
+    ap.add_argument('--drafts', nargs='*', default=[d for d in DRAFTS if d != 'fp8-head-nopdl'], choices=list(DRAFTS))
     ap.add_argument('--ks', nargs='*', type=int, default=[3])
     ap.add_argument('--plain', action='store_true', help='also the target alone (k = 0)')
     ap.add_argument('--batches', nargs='*', type=int, default=[1, 4, 16, 64])

@@ -258,7 +258,11 @@ def main(argv=None):
         (work / 'vllm-cache' / 'modelinfos').mkdir(parents=True, exist_ok=True); cache_root.mkdir(parents=True, exist_ok=True)
         if not (cache_root / 'modelinfos').exists():   # the registry's inspection of model classes is shared (one subprocess per class, once)
             (cache_root / 'modelinfos').symlink_to(work / 'vllm-cache' / 'modelinfos')
-        cache = {'VLLM_CACHE_ROOT': str(cache_root), 'TRITON_CACHE_AUTOTUNING': '1'}   # Triton's autotuning results are kept on disk: once per kernel and shape
+        # Triton's compiled kernels and autotuning results, shared by the run's engines: vLLM otherwise puts them under each
+        # engine's cache root (InductorAdaptor.initialize_cache), so every engine compiles and autotunes every Triton kernel
+        # afresh (the start-up's profiling run, where most first run, took 90 s of a 260 s start on the H200). Keyed by
+        # source, signature and shapes: a kernel runs as it would have, compiled once
+        cache = {'VLLM_CACHE_ROOT': str(cache_root), 'TRITON_CACHE_AUTOTUNING': '1', 'TRITON_CACHE_DIR': str(work / 'triton-cache')}
         spec = dict(model=str(mdir), k=k, target=t, batches=a.batches, prompt=a.prompt, tokens=a.tokens, profile=a.profile,
                     spec_opts=SPEC_OPTS.get(d, {}) if k else {}, env=DRAFTS.get(d, {}) | cache)
         sp, op = work / f'{name.replace("/", "--")}.spec.json', work / f'{name.replace("/", "--")}.out.json'
@@ -282,7 +286,7 @@ def main(argv=None):
         rec['runs'][name]['start_breakdown'] = start_breakdown(p.stdout + p.stderr)
         rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None,
                                          'speculative_config': spec['spec_opts'], 'env': DRAFTS.get(d, {}), 'plugin': plugin_commit(),
-                                         'kernel_table': kernel_table_hash()}
+                                         'kernel_table': kernel_table_hash(), 'triton_cache': 'shared by the run\'s engines'}
         rec['runs'][name]['date'] = time.strftime('%Y-%m-%d')
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rec, indent=1))

@@ -737,8 +737,10 @@ def candidate_configs(M, N, K, mode='per-channel', level='coarse', variants=None
     M <= 16: those two x the same tiles x split-K {1, default, 2x, 4x} x warps {4, 8} x stages {4, 5}; M > 16: those
     three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': for the draft step's linears, which add into float32 buffers: W8A16-asm, W8A8 and W8A8 swap-AB, wider split-K,
     2-4 stages, stream-K, each W8A16 / swap-AB config also with TMA loads (the tuning section below). 'xq': W8A8 on
-    activations quantised before the launch (the XQ section below)."""
+    activations quantised before the launch (the XQ section below). 'neighbours': the table's per-channel entry for the
+    shape, fitted to `mode`, and its neighbours (how the block-scale entries were tuned)."""
     if level == 'step': return _step_candidates(M, N, K, mode)
+    if level == 'neighbours': return _neighbour_candidates(M, N, K, mode)
     if level == 'xq': return _xq_candidates(M, N, K, mode)
     base = default_config(M, N, K, mode)
     tiles = ((64, 128), (64, 256), (128, 128))  # BN 128 x BK 256 spills registers or overflows shared memory
@@ -877,4 +879,19 @@ def _xq_candidates(M, N, K, mode='per-channel'):
     for bn, s, ns in itertools.product((64, 128), (2, 3, 4), (3, 4)):
         out.append(KernelConfig(BN=bn, BK=128, SK=s, A8=True, WCVT=0, SWAP=True, num_stages=ns, TMA=True, XQ=True))
     return out
+
+def _neighbour_candidates(M, N, K, mode='per-channel', table=None):
+    """The default config, and the tuned table's per-channel entry for (N, K) at M's bucket (BK 128 under block scales)
+    with its neighbours: swap-AB flipped, split-K halved and doubled, a stage fewer and more, the other BN, as XQ and as
+    W8A16. A first guess for scales the table has no entries for, from the shape's tuned config."""
+    out = [default_config(M, N, K, mode)]
+    c = (tuned_table() if table is None else table).get(f'{N},{K},per-channel,{m_bucket(M)}')
+    if c is not None:
+        c = replace(c, BK=128) if mode == 'block' else c
+        for v in ({}, dict(SWAP=not c.SWAP), dict(SPLIT_K=max(1, c.SPLIT_K // 2)), dict(SPLIT_K=min(16, 2 * c.SPLIT_K)),
+                  dict(num_stages=max(2, c.num_stages - 1)), dict(num_stages=c.num_stages + 1), dict(BN=192 - c.BN),
+                  dict(A8=True, WCVT=0, XQ=True, TMA=True, SK=0), dict(A8=False, WCVT=2, XQ=False, SWAP=False, TMA=False, SK=0)):
+            try: out.append(replace(c, **v))
+            except ValueError: pass   # out of KernelConfig's ranges
+    return list(dict.fromkeys(x for x in out if not (x.SPLIT_K > 1 and K // x.SPLIT_K < 2 * x.BK)))
 

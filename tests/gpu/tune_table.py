@@ -1,6 +1,8 @@
 """Re-tune the shipped `fp8_linear` table for the Qwen3.5-27B MTP linears and the 40 960-row draft head on this GPU.
 
     python tests/gpu/tune_table.py --level xq --out mtp_lit/data/fp8_linear_h200.json --timings nbs/bench/h200_xq_tuning.json
+    python tests/gpu/tune_table.py --mode block --level neighbours --Ms 1 4 16 --out mtp_lit/data/fp8_linear_h200.json \
+        --timings nbs/bench/h200_block_tuning.json
 
 `tune_fp8_linear(level=..., keep=the current table)`: each shape and M bucket keeps its current config unless a
 candidate is faster, and from `SCALED_MM_MIN_M` tokens a config is stored only where it beats vLLM's CUTLASS W8A8

@@ -190,11 +190,16 @@ def targets(rec: dict, tau_head: float = None) -> list:
                           value=None, met=False, detail=None))
     return out
 
+def swapped_step(rec: dict, base: str, draft: str, b: str) -> float:
+    """Modelled ms of a decode step at batch `b`: run `base`'s step with its draft time replaced by run `draft`'s (both of
+    one k: the verify and vLLM's scheduling between them are the same code)."""
+    s, d = (rec['runs'][n]['batches'][b] for n in (base, draft))
+    return s['step_ms'] - s['draft_ms'] + d['draft_ms']
+
 def bf16_draft_step(rec: dict, b: str, model: str = 'Qwen3.5-27B') -> float:
     """Modelled ms of a decode step at batch `b` under the FP8 target with vLLM's BF16 draft: vLLM's online FP8 quantizes its
     own draft too, so this is the FP8 target's step with vLLM's FP8 draft time replaced by its BF16 draft time (BF16 target)."""
-    R = rec['runs']; vl, bf = R[f'{model}/fp8-target/bf16/k3']['batches'][b], R[f'{model}/bf16-target/bf16/k3']['batches'][b]
-    return vl['step_ms'] - vl['draft_ms'] + bf['draft_ms']
+    return swapped_step(rec, f'{model}/fp8-target/bf16/k3', f'{model}/bf16-target/bf16/k3', b)
 
 def rec_vocab(name: str) -> int:
     "The vocabulary of a run's model, from its real config.json."

@@ -28,3 +28,10 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
         assert row['draft_ms'] > 0 and row['step_ms'] > 0   # figures, not compared: on a busy CPU the median draft call can outlast the fastest step
     prof = r['batches']['2']['profile']   # the profiler in the worker: CPU ops here (no CUDA kernels on vLLM CPU)
     assert prof['wall_ms'] > 0 and prof['gpu_ms'] == 0 and prof['tokens'] == 16
+
+def test_one_prompt_per_record(tmp_path):
+    import bench_served as bs
+    out = tmp_path / 'bench.json'   # run names do not say the prompt, so a record keeps one
+    out.write_text(json.dumps({'runs': {'tiny/bf16-target/bf16/k3': {'settings': {'prompt': 512}}}}))
+    with pytest.raises(SystemExit, match=r'holds runs at --prompt 512; write the --prompt 8192 runs to another --out'):
+        bs.main(['--out', str(out), '--prompt', '8192'])

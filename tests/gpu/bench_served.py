@@ -14,7 +14,8 @@ draft's share is timed inside the worker: CUDA events around every call of the r
 every step emits one token per sequence; decode speed at a real acceptance length τ is τ / step time (the benchmark page).
 Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
 `fp8-head-window` (+ a 2048-token draft window), `fp8-head-nopdl` (`fp8-head` with MTP_LIT_PDL=0: without programmatic
-dependent launch; not in the default sweep). Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`)."""
+dependent launch; not in the default sweep). Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`). One record holds
+one `--prompt` (`nbs/bench/h200_served.json`: 512; `h200_served_8k.json`: 8192, where the 2048-token window binds)."""
 import argparse, json, os, re, subprocess, sys, tempfile, time
 from pathlib import Path
 
@@ -245,6 +246,9 @@ def main(argv=None):
     work = Path(a.work or tempfile.mkdtemp(prefix='mtp_lit_bench_'))
     out = Path(a.out)
     rec = json.loads(out.read_text()) if out.exists() else {'runs': {}}
+    other = sorted({r['settings']['prompt'] for r in rec['runs'].values() if r.get('settings', {}).get('prompt', a.prompt) != a.prompt})
+    if other:   # a run's name does not say its prompt: another prompt's runs would replace runs they are not comparable with
+        sys.exit(f"{out} holds runs at --prompt {', '.join(map(str, other))}; write the --prompt {a.prompt} runs to another --out")
     rec['environment'] = environment()
     runs = [(m, t, 'plain', 0) for m in a.models for t in a.targets] if a.plain else []
     runs = [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks] + runs

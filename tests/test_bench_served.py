@@ -26,6 +26,7 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
         row = r['batches'][b]
         assert 1 <= row['tokens_per_step'] < 1.5   # random weights: (almost) no draft token accepted
         assert row['draft_ms'] > 0 and row['step_ms'] > 0   # figures, not compared: on a busy CPU the median draft call can outlast the fastest step
+        assert row['target_ms'] > 0   # the verify's forwards (B (k+1) tokens), timed around the runner's _model_forward
     prof = r['batches']['2']['profile']   # the profiler in the worker: CPU ops here (no CUDA kernels on vLLM CPU)
     assert prof['wall_ms'] > 0 and prof['gpu_ms'] == 0 and prof['tokens'] == 16
 

@@ -10,8 +10,11 @@ CUDA graphs. Per engine (one target × draft × k), for each batch size B: B seq
 of two repeats each; the difference over the difference in decode steps is the time of
 one decode step (the target's verify of k+1 tokens per sequence + the draft's k proposals + vLLM's scheduling). The
 draft's share is timed inside the worker: CUDA events around every call of the runner's proposer
-(`DraftInspector.mtp_lit_time_draft`), median over the long run's steps. Random weights accept almost no draft token, so
-every step emits one token per sequence; decode speed at a real acceptance length τ is τ / step time (the benchmark page).
+(`DraftInspector.mtp_lit_time_draft`), median over the long run's steps; the target's forward the same way around the
+runner's `_model_forward` (`mtp_lit_time_target`), median over the timed runs' forwards of B·(k+1) tokens (the verify; the
+prefill's chunks are other sizes); the step minus the two is vLLM's own work around them (scheduling, sampling, inputs).
+Random weights accept almost no draft token, so every step emits one token per sequence; decode speed at a real acceptance
+length τ is τ / step time (the benchmark page).
 Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
 `fp8-head-window` (+ a 2048-token draft window), `fp8-head-nopdl` (`fp8-head` with MTP_LIT_PDL=0: without programmatic
 dependent launch; not in the default sweep). Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`). One record holds
@@ -97,11 +100,13 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
                         'windows': sorted(set(d['attention_windows'].values()), key=str), 'linear_weight_bytes': d['linear_weight_bytes']}
         res['draft']['pdl'] = bool(d.get('pdl')) and res['draft']['e4m3_params'] > 0   # mtp_lit's FP8 ops launched under PDL
         llm.collective_rpc('mtp_lit_time_draft', args=('start',))
+    timed_target = llm.collective_rpc('mtp_lit_time_target', args=('start',))[0]   # False on a runner without _model_forward
     g = torch.Generator().manual_seed(0)
     V = llm.llm_engine.model_config.get_vocab_size()
     for b in batches:
         ps = [TokensPrompt(prompt_token_ids=torch.randint(0, V, (prompt,), generator=g).tolist()) for _ in range(b)]
         _decode(llm, ps, 8 + tokens)   # warm-up over every position the timed runs reach: graphs, Triton kernels, JIT
+        llm.collective_rpc('mtp_lit_time_target', args=('read',))   # the warm-up's forwards are not timed ones
         short, long = zip(*[(_decode(llm, ps, 8), _decode(llm, ps, 8 + tokens)) for _ in range(2)])
         (ts, ds), (tl, dl) = min(short), min(long)   # the faster of two repeats: a stray host stall is not a step time
         row = {'decode_s': tl - ts}
@@ -112,6 +117,8 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
                     'tokens_per_step': tokens / steps}
         else: row |= {'steps': tokens, 'step_ms': 1e3 * (tl - ts) / tokens}
         row['tokens_per_s'] = b * tokens / (tl - ts)
+        verify = [ms for ms, n in llm.collective_rpc('mtp_lit_time_target', args=('read',))[0] if n == b * (k + 1)]
+        row['target_ms'] = median(verify) if timed_target and verify else None   # decode steps' forwards: B (k+1) tokens
         if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes: a profiled long decode minus a short one
             prof = []
             for n in (8, 8, 8 + PROFILE_TOKENS):   # the first is thrown away: a profiler's first start stretches the run it profiles
@@ -120,8 +127,10 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
                 prof.append(llm.collective_rpc('mtp_lit_profile', args=('stop', 100_000))[0])
             row['profile'] = profile_difference(*prof[1:]) | {'tokens': PROFILE_TOKENS}
             if k: llm.collective_rpc('mtp_lit_time_draft', args=('read',))
+            llm.collective_rpc('mtp_lit_time_target', args=('read',))
         res['batches'][str(b)] = row
-        print(f'  B={b:3d} step {row["step_ms"]:.3f} ms' + (f', draft {row["draft_ms"]:.3f} ms' if row.get('draft_ms') else ''), flush=True)
+        print(f'  B={b:3d} step {row["step_ms"]:.3f} ms' + (f', draft {row["draft_ms"]:.3f} ms' if row.get('draft_ms') else '')
+              + (f', target {row["target_ms"]:.3f} ms' if row['target_ms'] else ', target not timed'), flush=True)
     return res
 
 START_LINES = {'load_s': r'Model loading took [\d.]+ GiB (?:memory )?and ([\d.]+) seconds',   # vLLM's start-up log lines (0.26 ... 0.32; GPU)

@@ -140,7 +140,8 @@ class DraftInspector:
         'read' returns [ms, tokens] of each call since the last read."""
         r = self.model_runner
         if action == 'read': return read_calls(r)
-        tokens = lambda *a, **kw: int(kw['positions'].shape[-1] if kw.get('positions') is not None else kw['input_ids'].shape[0])
+        def tokens(input_ids=None, positions=None, *a, **kw):   # the signature of vLLM's _model_forward
+            return int(positions.shape[-1] if positions is not None else input_ids.shape[0])
         return time_calls(r, '_model_forward', size=tokens)
 
     def mtp_lit_profile(self, action: str = 'start', top: int = 30) -> dict:

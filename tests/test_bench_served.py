@@ -26,7 +26,7 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
         row = r['batches'][b]
         assert 1 <= row['tokens_per_step'] < 1.5   # random weights: (almost) no draft token accepted
         assert row['draft_ms'] > 0 and row['step_ms'] > 0   # figures, not compared: on a busy CPU the median draft call can outlast the fastest step
-        assert row['target_ms'] > 0   # the verify's forwards (B (k+1) tokens), timed around the runner's _model_forward
+        assert row['target_ms'] > 0 and row['target_tokens'] == 4 * int(b)   # the verify's forwards (eager: B (k+1) tokens, unpadded)
     prof = r['batches']['2']['profile']   # the profiler in the worker: CPU ops here (no CUDA kernels on vLLM CPU)
     assert prof['wall_ms'] > 0 and prof['gpu_ms'] == 0 and prof['tokens'] == 16
 
@@ -36,3 +36,8 @@ def test_one_prompt_per_record(tmp_path):
     out.write_text(json.dumps({'runs': {'tiny/bf16-target/bf16/k3': {'settings': {'prompt': 512}}}}))
     with pytest.raises(SystemExit, match=r'holds runs at --prompt 512; write the --prompt 8192 runs to another --out'):
         bs.main(['--out', str(out), '--prompt', '8192'])
+
+def test_verify_tokens():
+    import bench_served as bs   # the H200 on 2026-12-04: 4 sequences x 3 tokens ran as forwards of 16 (a CUDA-graph size)
+    assert bs.verify_tokens([2048, 16, 16, 16, 1536, 16, None], 12) == 16   # padded decode forwards outnumber prefill chunks
+    assert bs.verify_tokens([512, 4, 4, 4], 4) == 4 and bs.verify_tokens([2, 2], 4) is None

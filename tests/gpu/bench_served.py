@@ -11,8 +11,8 @@ of two repeats each; the difference over the difference in decode steps is the t
 one decode step (the target's verify of k+1 tokens per sequence + the draft's k proposals + vLLM's scheduling). The
 draft's share is timed inside the worker: CUDA events around every call of the runner's proposer
 (`DraftInspector.mtp_lit_time_draft`), median over the long run's steps; the target's forward the same way around the
-runner's `_model_forward` (`mtp_lit_time_target`), median over the timed runs' forwards of B·(k+1) tokens (the verify; the
-prefill's chunks are other sizes); the step minus the two is vLLM's own work around them (scheduling, sampling, inputs).
+runner's `_model_forward` (`mtp_lit_time_target`), median over the timed runs' forwards of B·(k+1) tokens, or the CUDA-graph
+size vLLM pads them to (the verify, `verify_tokens`; the prefill's chunks are fewer); the step minus the two is vLLM's own work around them (scheduling, sampling, inputs).
 Random weights accept almost no draft token, so every step emits one token per sequence; decode speed at a real acceptance
 length τ is τ / step time (the benchmark page).
 Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
@@ -71,6 +71,14 @@ def _decode(llm, prompts, n):
     llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True, detokenize=False), use_tqdm=False)
     return time.perf_counter() - t0, drafts() - d0
 
+def verify_tokens(sizes: list, tokens: int) -> int | None:
+    """The token count of the verify's forwards among the target's forwards of a timed decode: the commonest size of at least
+    `tokens` = B (k+1), since vLLM pads a decode batch up to a CUDA-graph size (3 sequences × 4 tokens can run as 16); the
+    prompts' prefill chunks are fewer. None if no forward had that many tokens."""
+    from collections import Counter
+    c = Counter(n for n in sizes if n is not None and n >= tokens)
+    return max(c, key=lambda n: (c[n], -n)) if c else None
+
 def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, tokens: int, profile: list = (), spec_opts: dict = None) -> dict:
     "One engine (vLLM imported here): decode-step and draft-step times for each batch size; see the module docstring."
     import torch
@@ -117,8 +125,11 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
                     'tokens_per_step': tokens / steps}
         else: row |= {'steps': tokens, 'step_ms': 1e3 * (tl - ts) / tokens}
         row['tokens_per_s'] = b * tokens / (tl - ts)
-        verify = [ms for ms, n in llm.collective_rpc('mtp_lit_time_target', args=('read',))[0] if n == b * (k + 1)]
+        calls = llm.collective_rpc('mtp_lit_time_target', args=('read',))[0]
+        n = verify_tokens([n for _, n in calls], b * (k + 1))
+        verify = [ms for ms, m in calls if m == n]
         row['target_ms'] = median(verify) if timed_target and verify else None   # decode steps' forwards: B (k+1) tokens
+        row['target_tokens'] = n
         if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes: a profiled long decode minus a short one
             prof = []
             for n in (8, 8, 8 + PROFILE_TOKENS):   # the first is thrown away: a profiler's first start stretches the run it profiles

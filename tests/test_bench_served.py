@@ -41,3 +41,12 @@ def test_verify_tokens():
     import bench_served as bs   # the H200 on 2026-12-04: 4 sequences x 3 tokens ran as forwards of 16 (a CUDA-graph size)
     assert bs.verify_tokens([2048, 16, 16, 16, 1536, 16, None], 12) == 16   # padded decode forwards outnumber prefill chunks
     assert bs.verify_tokens([512, 4, 4, 4], 4) == 4 and bs.verify_tokens([2, 2], 4) is None
+
+def test_run_list():
+    import argparse, bench_served as bs
+    a = argparse.Namespace(runs=['Qwen3.5-27B/fp8-target/fp8-head/k3', 'Qwen3.5-35B-A3B/bf16-target/plain/k0'])
+    assert bs.run_list(a) == [('Qwen3.5-27B', 'fp8', 'fp8-head', 3), ('Qwen3.5-35B-A3B', 'bf16', 'plain', 0)]
+    with pytest.raises(SystemExit, match=r'--runs Qwen3.5-27B/fp8/fp8-head/k3: expected MODEL/\(bf16\|fp8\)-target/'):
+        bs.run_list(argparse.Namespace(runs=['Qwen3.5-27B/fp8/fp8-head/k3']))
+    a = argparse.Namespace(runs=[], models=['m'], targets=['bf16'], drafts=['bf16', 'fp8'], ks=[1, 3], plain=True)
+    assert bs.run_list(a) == [('m', 'bf16', 'bf16', 1), ('m', 'bf16', 'bf16', 3), ('m', 'bf16', 'fp8', 1), ('m', 'bf16', 'fp8', 3), ('m', 'bf16', 'plain', 0)]

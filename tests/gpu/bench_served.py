@@ -2,6 +2,7 @@
 
     python tests/gpu/bench_served.py --out nbs/bench/h200_served.json [--models Qwen3.5-27B] [--drafts bf16 fp8 fp8-head]
         [--ks 3] [--batches 1 4 16 64] [--targets bf16 fp8] [--profile 1 16]
+    python tests/gpu/bench_served.py --out nbs/bench/h200_served.json --runs Qwen3.5-27B/fp8-target/fp8-head/k3 Qwen3.5-27B/bf16-target/fp8/k2
 
 Each engine serves a real checkpoint's `config.json` (`tests/fixtures/checkpoints`, verbatim; the multimodal Qwen3.5 classes
 with `language_model_only`, Gated DeltaNet prefill by vLLM's Triton kernels) with random weights, torch.compile and
@@ -245,6 +246,21 @@ def _one(argv):
     os.environ.update(env)
     Path(argv[1]).write_text(json.dumps(engine_bench(**spec)))
 
+def run_list(a) -> list:
+    """The engines to start, as (model, target, draft, k): `--runs` names them as the record does (`MODEL/TARGET-target/DRAFT/kK`,
+    `plain` with k0 for the target alone), else every `--models` x `--targets` x `--drafts` x `--ks`, the targets alone after
+    them with `--plain`."""
+    if a.runs:
+        out = []
+        for n in a.runs:
+            m, t, d, k = (n.split('/') + [''] * 4)[:4]
+            if not (t.endswith('-target') and t[:-7] in ('bf16', 'fp8') and (d in DRAFTS or d == 'plain') and re.fullmatch(r'k\d+', k)):
+                sys.exit(f"--runs {n}: expected MODEL/(bf16|fp8)-target/({'|'.join(DRAFTS)}|plain)/kK, as the record names runs")
+            out.append((m, t[:-7], d, int(k[1:])))
+        return out
+    runs = [(m, t, 'plain', 0) for m in a.models for t in a.targets] if a.plain else []
+    return [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks] + runs
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--out', required=True)
@@ -254,6 +270,7 @@ def main(argv=None):
     ap.add_argument('--drafts', nargs='*', default=[d for d in DRAFTS if d != 'fp8-head-nopdl'], choices=list(DRAFTS))
     ap.add_argument('--ks', nargs='*', type=int, default=[3])
     ap.add_argument('--plain', action='store_true', help='also the target alone (k = 0)')
+    ap.add_argument('--runs', nargs='*', default=[], help='engines by their record names (MODEL/TARGET-target/DRAFT/kK), instead of the product above')
     ap.add_argument('--batches', nargs='*', type=int, default=[1, 4, 16, 64])
     ap.add_argument('--prompt', type=int, default=512, help='prompt tokens per sequence (the committed record: 512)')
     ap.add_argument('--tokens', type=int, default=64, help='decoded tokens per sequence in the timed difference')
@@ -272,9 +289,8 @@ def main(argv=None):
     if other:   # a run's name does not say its prompt: another prompt's runs would replace runs they are not comparable with
         sys.exit(f"{out} holds runs at --prompt {', '.join(map(str, other))}; write the --prompt {a.prompt} runs to another --out")
     rec['environment'] = environment()
-    runs = [(m, t, 'plain', 0) for m in a.models for t in a.targets] if a.plain else []
-    runs = [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks] + runs
-    for d in a.drafts:   # a draft window shortens the draft's attention only where the context is longer than it
+    runs = run_list(a)
+    for d in {d for _, _, d, _ in runs}:   # a draft window shortens the draft's attention only where the context is longer than it
         w = int(DRAFTS.get(d, {}).get('MTP_DRAFT_WINDOW', 0))
         if w and a.prompt + a.tokens <= w:
             print(f"{d}: the context ({a.prompt} + {a.tokens} tokens) fits in the {w}-token window, so it times the draft without one; "

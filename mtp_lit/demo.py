@@ -111,7 +111,9 @@ class DraftInspector:
                 'head_rows': {n: int(x.org_vocab_size) for n, x in heads.items()},
                 'head_rows_on_rank': {n: int(x.num_embeddings_per_partition) for n, x in heads.items()},
                 'draft_vocab_ids': int(m.draft_vocab_ids.numel()) if hasattr(m, 'draft_vocab_ids') else None,
-                'pdl': served_pdl() and bool(pdl_launch(next(m.parameters())))}   # mtp_lit's FP8 ops launch under PDL here
+                'pdl': served_pdl() and bool(pdl_launch(next(m.parameters()))),   # mtp_lit's FP8 ops launch under PDL here
+                # the token counts vLLM pads a forward up to (its CUDA-graph sizes, after the runner's rounding to multiples of k + 1)
+                'graph_sizes': list(self.model_runner.vllm_config.compilation_config.cudagraph_capture_sizes or [])}
 
     def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
         "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."

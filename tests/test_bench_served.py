@@ -27,6 +27,7 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
         assert 1 <= row['tokens_per_step'] < 1.5   # random weights: (almost) no draft token accepted
         assert row['draft_ms'] > 0 and row['step_ms'] > 0   # figures, not compared: on a busy CPU the median draft call can outlast the fastest step
         assert row['target_ms'] > 0 and row['target_tokens'] == 4 * int(b)   # the verify's forwards (eager: B (k+1) tokens, unpadded)
+    assert r['graph_sizes'] == []   # eager on vLLM CPU: no CUDA graphs to pad to
     prof = r['batches']['2']['profile']   # the profiler in the worker: CPU ops here (no CUDA kernels on vLLM CPU)
     assert prof['wall_ms'] > 0 and prof['gpu_ms'] == 0 and prof['tokens'] == 16
 
@@ -37,10 +38,11 @@ def test_one_prompt_per_record(tmp_path):
     with pytest.raises(SystemExit, match=r'holds runs at --prompt 512; write the --prompt 8192 runs to another --out'):
         bs.main(['--out', str(out), '--prompt', '8192'])
 
-def test_verify_tokens():
-    import bench_served as bs   # the H200 on 2026-12-04: 4 sequences x 3 tokens ran as forwards of 16 (a CUDA-graph size)
-    assert bs.verify_tokens([2048, 16, 16, 16, 1536, 16, None], 12) == 16   # padded decode forwards outnumber prefill chunks
-    assert bs.verify_tokens([512, 4, 4, 4], 4) == 4 and bs.verify_tokens([2, 2], 4) is None
+def test_padded():
+    import bench_served as bs   # the H200 on 2026-12-04, k = 2: vLLM rounded the CUDA-graph sizes to multiples of 3
+    sizes = [3, 6, 9, 18, 24, 33, 48, 66, 96, 129, 192]
+    assert [bs.padded(n, sizes) for n in (3, 12, 16, 64, 192, 200)] == [3, 18, 18, 66, 192, 200]
+    assert bs.padded(12, []) == 12   # eager: no padding
 
 def test_run_list():
     import argparse, bench_served as bs

@@ -12,8 +12,8 @@ of two repeats each; the difference over the difference in decode steps is the t
 one decode step (the target's verify of k+1 tokens per sequence + the draft's k proposals + vLLM's scheduling). The
 draft's share is timed inside the worker: CUDA events around every call of the runner's proposer
 (`DraftInspector.mtp_lit_time_draft`), median over the long run's steps; the target's forward the same way around the
-runner's `_model_forward` (`mtp_lit_time_target`), median over the timed runs' forwards of B·(k+1) tokens, or the CUDA-graph
-size vLLM pads them to (the verify, `verify_tokens`; the prefill's chunks are fewer); the step minus the two is vLLM's own work around them (scheduling, sampling, inputs).
+runner's `_model_forward` (`mtp_lit_time_target`), median over the timed runs' forwards of B·(k+1) tokens as vLLM pads them
+(the verify; `padded` with the engine's CUDA-graph sizes); the step minus the two is vLLM's own work around them (scheduling, sampling, inputs).
 Random weights accept almost no draft token, so every step emits one token per sequence; decode speed at a real acceptance
 length τ is τ / step time (the benchmark page).
 Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
@@ -72,13 +72,9 @@ def _decode(llm, prompts, n):
     llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True, detokenize=False), use_tqdm=False)
     return time.perf_counter() - t0, drafts() - d0
 
-def verify_tokens(sizes: list, tokens: int) -> int | None:
-    """The token count of the verify's forwards among the target's forwards of a timed decode: the commonest size of at least
-    `tokens` = B (k+1), since vLLM pads a decode batch up to a CUDA-graph size (3 sequences × 4 tokens can run as 16); the
-    prompts' prefill chunks are fewer. None if no forward had that many tokens."""
-    from collections import Counter
-    c = Counter(n for n in sizes if n is not None and n >= tokens)
-    return max(c, key=lambda n: (c[n], -n)) if c else None
+def padded(tokens: int, graph_sizes: list) -> int:
+    "The tokens a forward of `tokens` runs on: the smallest of vLLM's CUDA-graph sizes (`graph_sizes`) that holds it, else `tokens` (eager, or past the largest)."
+    return min((s for s in graph_sizes if s >= tokens), default=tokens)
 
 def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, tokens: int, profile: list = (), spec_opts: dict = None) -> dict:
     "One engine (vLLM imported here): decode-step and draft-step times for each batch size; see the module docstring."
@@ -108,6 +104,7 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         res['draft'] = {'e4m3_params': sum(t == 'float8_e4m3fn' for t in d['param_dtypes'].values()), 'head_rows': d['head_rows'],
                         'windows': sorted(set(d['attention_windows'].values()), key=str), 'linear_weight_bytes': d['linear_weight_bytes']}
         res['draft']['pdl'] = bool(d.get('pdl')) and res['draft']['e4m3_params'] > 0   # mtp_lit's FP8 ops launched under PDL
+        res['graph_sizes'] = d.get('graph_sizes')   # after vLLM's rounding to multiples of k + 1: what each pass is padded to
         llm.collective_rpc('mtp_lit_time_draft', args=('start',))
     timed_target = llm.collective_rpc('mtp_lit_time_target', args=('start',))[0]   # False on a runner without _model_forward
     g = torch.Generator().manual_seed(0)
@@ -126,11 +123,9 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
                     'tokens_per_step': tokens / steps}
         else: row |= {'steps': tokens, 'step_ms': 1e3 * (tl - ts) / tokens}
         row['tokens_per_s'] = b * tokens / (tl - ts)
-        calls = llm.collective_rpc('mtp_lit_time_target', args=('read',))[0]
-        n = verify_tokens([n for _, n in calls], b * (k + 1))
-        verify = [ms for ms, m in calls if m == n]
-        row['target_ms'] = median(verify) if timed_target and verify else None   # decode steps' forwards: B (k+1) tokens
-        row['target_tokens'] = n
+        nv = padded(b * (k + 1), res.get('graph_sizes') or [])   # the verify's B (k+1) tokens, as vLLM pads them
+        verify = [ms for ms, m in llm.collective_rpc('mtp_lit_time_target', args=('read',))[0] if m == nv]
+        row['target_ms'], row['target_tokens'] = (median(verify) if timed_target and verify else None), nv
         if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes: a profiled long decode minus a short one
             prof = []
             for n in (8, 8, 8 + PROFILE_TOKENS):   # the first is thrown away: a profiler's first start stretches the run it profiles
@@ -254,7 +249,7 @@ def run_list(a) -> list:
         out = []
         for n in a.runs:
             m, t, d, k = (n.split('/') + [''] * 4)[:4]
-            if not (t.endswith('-target') and t[:-7] in ('bf16', 'fp8') and (d in DRAFTS or d == 'plain') and re.fullmatch(r'k\d+', k)):
+            if not (n.count('/') == 3 and t.endswith('-target') and t[:-7] in ('bf16', 'fp8') and (d in DRAFTS or d == 'plain') and re.fullmatch(r'k\d+', k)):
                 sys.exit(f"--runs {n}: expected MODEL/(bf16|fp8)-target/({'|'.join(DRAFTS)}|plain)/kK, as the record names runs")
             out.append((m, t[:-7], d, int(k[1:])))
         return out

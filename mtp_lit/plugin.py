@@ -7,8 +7,8 @@ __all__ = ['logger', 'DRAFTS', 'ROWS', 'GENERIC_KEEP', 'GENERIC_PLAIN_LINEARS', 
            'BUILT', 'UNPROVEN', 'BUILT_GPU', 'NOT_MTP', 'PROOFS', 'register', 'vllm_draft_class', 'eagle_draft',
            'proof', 'option_status', 'draft_status', 'DraftBuild', 'vllm_switches', 'read_options', 'check_options',
            'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups', 'draft_patch', 'check_window',
-           'target_quant_dict', 'inherited_quant_config', 'swap_plain_linears', 'check_fp8', 'build_draft_head',
-           'checkpoint_stream', 'make_draft_class', 'check_parallel', 'fp8_param_digests']
+           'window_cost_note', 'target_quant_dict', 'inherited_quant_config', 'swap_plain_linears', 'check_fp8',
+           'build_draft_head', 'checkpoint_stream', 'make_draft_class', 'check_parallel', 'fp8_param_digests']
 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
@@ -443,6 +443,16 @@ def check_window(b: DraftBuild, draft) -> None:
     if not layers or bad:
         raise RuntimeError(f"draft window {w}: not applied to draft attention layers {bad or '(none found)'}")
 
+# %% ../nbs/06_plugin.ipynb #gwincost2
+def window_cost_note(b: DraftBuild, vllm_config) -> str | None:
+    "A warning for `b.notes` when the draft window is on for a hybrid target, whose KV-cache groups it multiplies; else None."
+    mc = getattr(vllm_config, 'model_config', None)
+    if not (b.opts.draft_window and getattr(mc, 'is_hybrid', False)): return None
+    return (f"{b.opts.sources.get('draft_window', 'draft_window')}: the draft window gives the draft's attention a KV cache type of its own, "
+            "and on a hybrid target vLLM then puts every layer in a KV-cache group of its own and rebuilds the state layers' "
+            "metadata per group each step: on an H200 this cost Qwen3.5-27B more per decode step than the window saved "
+            "(mtp_lit's benchmarks page, 'The draft window at long context'); unset it unless you have measured that it pays")
+
 # %% ../nbs/06_plugin.ipynb #cacc603d
 def target_quant_dict(b: 'DraftBuild', vllm_config=None) -> tuple[dict | None, str]:
     """`(quant config dict, where it came from)` as vLLM read it for the served model: the (draft) model config's
@@ -775,6 +785,7 @@ def make_draft_class(key: str) -> type:
             if b.plan.fp8 and b.plain_linears: swap_plain_linears(b, self, vllm_config.quant_config)
         self._mtp_lit = b
         check_window(b, self)
+        if (n := window_cost_note(b, vllm_config)): b.notes.append(n)
         if b.plan.fp8: check_fp8(b, self)
         build_draft_head(b, self, self.config)
         _key_compile_cache(b, vllm_config)

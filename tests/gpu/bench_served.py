@@ -204,6 +204,7 @@ def targets(rec: dict, tau_head: float = None) -> list:
                         met=v >= 1.25, detail=f'step {st(hd):.2f} ms vs {bf_step:.2f} ms (modelled: vLLM FP8-draft step {st(vl):.2f} ms with the BF16 '
                         f'draft time put back), x tau ratio {th:.3f} (the trained tiny checkpoint at K = V/8; the served head is V/'
                         f"{rec_vocab(hd) / rows:.1f}); vs vLLM's own FP8 draft (both steps measured, in two engines): {th * st(vl) / st(hd):.3f}x; "
+                        f"both steps modelled on vLLM's FP8-draft engine (each draft's own time): {th * bf_step / swapped_step(rec, vl, hd, '1'):.3f}x; "
                         f'a draft of no cost would give {bf_step / (bf_step - D(base, 1)):.3f}x'))
     else: out.append(dict(target='27B decode, FP8 target, B = 1: FP8 + truncated draft vs BF16-draft MTP', goal='>= 1.25x',
                           value=None, met=False, detail=None))

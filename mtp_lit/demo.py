@@ -113,7 +113,10 @@ class DraftInspector:
                 'draft_vocab_ids': int(m.draft_vocab_ids.numel()) if hasattr(m, 'draft_vocab_ids') else None,
                 'pdl': served_pdl() and bool(pdl_launch(next(m.parameters()))),   # mtp_lit's FP8 ops launch under PDL here
                 # the token counts vLLM pads a forward up to (its CUDA-graph sizes, after the runner's rounding to multiples of k + 1)
-                'graph_sizes': list(self.model_runner.vllm_config.compilation_config.cudagraph_capture_sizes or [])}
+                'graph_sizes': list(self.model_runner.vllm_config.compilation_config.cudagraph_capture_sizes or []),
+                # vLLM's KV-cache groups, [spec type, layers] each: a layer with a KV cache type of its own (the draft window) splits them
+                'kv_cache_groups': [[type(g.kv_cache_spec).__name__, len(g.layer_names)]
+                                    for g in getattr(getattr(self.model_runner, 'kv_cache_config', None), 'kv_cache_groups', ())]}
 
     def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
         "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."

@@ -28,6 +28,8 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
         assert row['draft_ms'] > 0 and row['step_ms'] > 0   # figures, not compared: on a busy CPU the median draft call can outlast the fastest step
         assert row['target_ms'] > 0 and row['target_tokens'] == 4 * int(b)   # the verify's forwards (eager: B (k+1) tokens, unpadded)
     assert r['graph_sizes'] == []   # eager on vLLM CPU: no CUDA graphs to pad to
+    # 3 target attention layers and the windowed draft's: a KV cache type with one layer makes every layer a group of its own
+    assert sorted(map(tuple, r['kv_cache_groups'])) == [('FullAttentionSpec', 1)] * 3 + [('SlidingWindowSpec', 1)]
     prof = r['batches']['2']['profile']   # the profiler in the worker: CPU ops here (no CUDA kernels on vLLM CPU)
     assert prof['wall_ms'] > 0 and prof['gpu_ms'] == 0 and prof['tokens'] == 16
 

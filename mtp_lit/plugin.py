@@ -445,13 +445,13 @@ def check_window(b: DraftBuild, draft) -> None:
 
 # %% ../nbs/06_plugin.ipynb #gwincost2
 def window_cost_note(b: DraftBuild, vllm_config) -> str | None:
-    "A warning for `b.notes` when the draft window is on for a hybrid target, whose KV-cache groups it multiplies; else None."
+    "A warning for `b.notes` when the draft window is on for a hybrid target under vLLM's V1 model runner, which the window's KV-cache groups slow; else None."
     mc = getattr(vllm_config, 'model_config', None)
-    if not (b.opts.draft_window and getattr(mc, 'is_hybrid', False)): return None
+    if not (b.opts.draft_window and getattr(mc, 'is_hybrid', False)) or getattr(vllm_config, 'use_v2_model_runner', False): return None
     return (f"{b.opts.sources.get('draft_window', 'draft_window')}: the draft window gives the draft's attention a KV cache type of its own, "
-            "and on a hybrid target vLLM then puts every layer in a KV-cache group of its own and rebuilds the state layers' "
-            "metadata per group each step: on an H200 this cost Qwen3.5-27B more per decode step than the window saved "
-            "(mtp_lit's benchmarks page, 'The draft window at long context'); unset it unless you have measured that it pays")
+            "and on a hybrid target vLLM then puts every layer in a KV-cache group of its own, and its V1 model runner rebuilds the "
+            "state layers' metadata per group each step: on an H200 with vLLM 0.26 this cost Qwen3.5-27B more per decode step than "
+            "the window saved (mtp_lit's benchmarks page, 'The draft window at long context'); unset it unless you have measured that it pays")
 
 # %% ../nbs/06_plugin.ipynb #cacc603d
 def target_quant_dict(b: 'DraftBuild', vllm_config=None) -> tuple[dict | None, str]:

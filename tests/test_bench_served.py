@@ -27,6 +27,9 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
         assert 1 <= row['tokens_per_step'] < 1.5   # random weights: (almost) no draft token accepted
         assert row['draft_ms'] > 0 and row['step_ms'] > 0   # figures, not compared: on a busy CPU the median draft call can outlast the fastest step
         assert row['target_ms'] > 0 and row['target_tokens'] == 4 * int(b)   # the verify's forwards (eager: B (k+1) tokens, unpadded)
+        for key, med in (('target_spread', row['target_ms']), ('draft_spread', row['draft_ms'])):   # [p10, p90, count] around the median
+            lo, hi, n = row[key]
+            assert lo <= med <= hi and n >= 2   # the draft: one call per timed step (fewer where a token was accepted)
     assert r['graph_sizes'] == []   # eager on vLLM CPU: no CUDA graphs to pad to
     # 3 target attention layers and the windowed draft's: a KV cache type with one layer makes every layer a group of its own
     assert sorted(map(tuple, r['kv_cache_groups'])) == [('FullAttentionSpec', 1)] * 3 + [('SlidingWindowSpec', 1)]
@@ -39,6 +42,12 @@ def test_one_prompt_per_record(tmp_path):
     out.write_text(json.dumps({'runs': {'tiny/bf16-target/bf16/k3': {'settings': {'prompt': 512}}}}))
     with pytest.raises(SystemExit, match=r'holds runs at --prompt 512; write the --prompt 8192 runs to another --out'):
         bs.main(['--out', str(out), '--prompt', '8192'])
+
+def test_spread():
+    import bench_served as bs
+    assert bs.spread([1.0]) is None
+    lo, hi, n = bs.spread([float(x) for x in range(1, 12)])   # 1 ... 11
+    assert (round(lo, 6), round(hi, 6), n) == (2.0, 10.0, 11)
 
 def test_padded():
     import bench_served as bs   # the H200 on 2026-12-04, k = 2: vLLM rounded the CUDA-graph sizes to multiples of 3

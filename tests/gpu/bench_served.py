@@ -72,6 +72,13 @@ def _decode(llm, prompts, n):
     llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True, detokenize=False), use_tqdm=False)
     return time.perf_counter() - t0, drafts() - d0
 
+def spread(xs: list) -> list | None:
+    "[10th percentile, 90th percentile, count] of the timed calls behind a median (None for fewer than two): a skewed spread shows when medians need not add up to a step."
+    from statistics import quantiles
+    if len(xs) < 2: return None
+    q = quantiles(xs, n=10, method='inclusive')
+    return [q[0], q[-1], len(xs)]
+
 def padded(tokens: int, graph_sizes: list) -> int:
     "The tokens a forward of `tokens` runs on: the smallest of vLLM's CUDA-graph sizes (`graph_sizes`) that holds it, else `tokens` (eager, or past the largest)."
     return min((s for s in graph_sizes if s >= tokens), default=tokens)
@@ -121,12 +128,14 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
             calls = llm.collective_rpc('mtp_lit_time_draft', args=('read',))[0]
             steps = (dl - ds) / b   # drafts are counted per sequence and step
             row |= {'steps': steps, 'step_ms': 1e3 * (tl - ts) / steps, 'draft_ms': median(calls[-int(steps):]) if calls else None,
+                    'draft_spread': spread(calls[-int(steps):]),
                     'tokens_per_step': tokens / steps}
         else: row |= {'steps': tokens, 'step_ms': 1e3 * (tl - ts) / tokens}
         row['tokens_per_s'] = b * tokens / (tl - ts)
         nv = padded(b * (k + 1), res.get('graph_sizes') or [])   # the verify's B (k+1) tokens, as vLLM pads them
         verify = [ms for ms, m in llm.collective_rpc('mtp_lit_time_target', args=('read',))[0] if m == nv]
         row['target_ms'], row['target_tokens'] = (median(verify) if timed_target and verify else None), nv
+        row['target_spread'] = spread(verify) if timed_target else None
         if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes: a profiled long decode minus a short one
             prof = []
             for n in (8, 8, 8 + PROFILE_TOKENS):   # the first is thrown away: a profiler's first start stretches the run it profiles

@@ -11,7 +11,7 @@ __all__ = ['DRAFT_RANGE', 'CPU_ENV', 'RUNS', 'RunSpec', 'acceptance', 'draft_ker
 import contextlib, json, os, re, subprocess, sys, tempfile, time, threading
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
-from .vllm_compat import draft_model
+from .vllm_compat import draft_model, draft_attn_groups
 
 # %% ../nbs/11_demo.ipynb #d6e34cf3
 @dataclass
@@ -96,7 +96,7 @@ class DraftInspector:
     def mtp_lit_inspect_draft(self) -> dict:
         m = draft_model(self.model_runner)
         if m is None: return {}
-        from mtp_lit.plugin import fp8_param_digests
+        from mtp_lit.plugin import fp8_param_digests, attention_window
         from mtp_lit.kernels import served_pdl, pdl_launch
         from vllm.model_executor.layers.attention.attention import Attention
         from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
@@ -106,7 +106,7 @@ class DraftInspector:
                 'param_shapes': {n: list(p.shape) for n, p in m.named_parameters()},
                 'tp': [get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size()],
                 'device': str(next(m.parameters()).device), 'runner': type(self.model_runner).__module__,
-                'attention_windows': {getattr(a, 'layer_name', str(i)): a.sliding_window for i, a in enumerate(x for x in m.modules() if isinstance(x, Attention))},
+                'attention_windows': {getattr(a, 'layer_name', str(i)): attention_window(a) for i, a in enumerate(x for x in m.modules() if isinstance(x, Attention))},
                 'linear_weight_bytes': draft_linear_bytes(m), 'fp8_digests': fp8_param_digests(m),
                 'head_rows': {n: int(x.org_vocab_size) for n, x in heads.items()},
                 'head_rows_on_rank': {n: int(x.num_embeddings_per_partition) for n, x in heads.items()},
@@ -114,9 +114,11 @@ class DraftInspector:
                 'pdl': served_pdl() and bool(pdl_launch(next(m.parameters()))),   # mtp_lit's FP8 ops launch under PDL here
                 # the token counts vLLM pads a forward up to (its CUDA-graph sizes, after the runner's rounding to multiples of k + 1)
                 'graph_sizes': list(self.model_runner.vllm_config.compilation_config.cudagraph_capture_sizes or []),
-                # vLLM's KV-cache groups, [spec type, layers] each: a layer with a KV cache type of its own (the draft window) splits them
+                # vLLM's KV-cache groups, [spec type, layers] each: a layer with a KV cache type of its own would split them
                 'kv_cache_groups': [[type(g.kv_cache_spec).__name__, len(g.layer_names)]
-                                    for g in getattr(getattr(self.model_runner, 'kv_cache_config', None), 'kv_cache_groups', ())]}
+                                    for g in getattr(getattr(self.model_runner, 'kv_cache_config', None), 'kv_cache_groups', ())],
+                # the window in the spec of each metadata builder the proposer made for the draft's layers (None: full attention)
+                'metadata_windows': [getattr(g.get_metadata_builder().kv_cache_spec, 'sliding_window', None) for g in draft_attn_groups(self.model_runner)]}
 
     def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
         "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."

@@ -6,9 +6,10 @@
 __all__ = ['logger', 'DRAFTS', 'ROWS', 'GENERIC_KEEP', 'GENERIC_PLAIN_LINEARS', 'NO_WINDOW_MLA', 'EAGLE_PREFIX', 'SERVED',
            'BUILT', 'UNPROVEN', 'BUILT_GPU', 'NOT_MTP', 'PROOFS', 'register', 'vllm_draft_class', 'eagle_draft',
            'proof', 'option_status', 'draft_status', 'DraftBuild', 'vllm_switches', 'read_options', 'check_options',
-           'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups', 'draft_patch', 'check_window',
-           'window_cost_note', 'target_quant_dict', 'inherited_quant_config', 'swap_plain_linears', 'check_fp8',
-           'build_draft_head', 'checkpoint_stream', 'make_draft_class', 'check_parallel', 'fp8_param_digests']
+           'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups', 'draft_patch',
+           'attention_window', 'check_window', 'draft_group_window', 'window_metadata_builders', 'target_quant_dict',
+           'inherited_quant_config', 'swap_plain_linears', 'check_fp8', 'build_draft_head', 'checkpoint_stream',
+           'make_draft_class', 'check_parallel', 'fp8_param_digests']
 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
@@ -368,6 +369,7 @@ def fp8_storage_unknown(b: 'DraftBuild') -> list:
 
 
 # %% ../nbs/06_plugin.ipynb #10ee961e
+import inspect
 from contextlib import contextmanager
 
 def draft_quant_lookups(draft_cls) -> list:
@@ -399,13 +401,16 @@ def draft_patch(b: DraftBuild, vllm_config, draft_cls=None):
             vllm_config.quant_config = inherited_quant_config(b, saved_qc, vllm_config, draft_cls)
         if b.opts.draft_window:
             from vllm.model_executor.layers.attention import Attention as attn_cls
-            attn_init, window = attn_cls.__init__, b.opts.draft_window
+            attn_init, window, sig = attn_cls.__init__, b.opts.draft_window, inspect.signature(attn_cls.__init__)
             def init(self, *args, **kwargs):
-                own = kwargs.get('per_layer_sliding_window')   # a layer windowed by its model keeps the smaller window
-                kwargs['per_layer_sliding_window'] = min(window, own) if own else window
-                attn_init(self, *args, **kwargs)
+                a = sig.bind(self, *args, **kwargs)   # the layer's own window, by vLLM's rule: its model's per-layer one, else the config's
+                own = a.arguments.get('per_layer_sliding_window') or getattr(a.arguments.get('cache_config'), 'sliding_window', None)
+                a.arguments['per_layer_sliding_window'] = min(window, own) if own else window   # the smaller of the two
+                attn_init(*a.args, **a.kwargs)                # the backend masks keys older than the window
+                self.mtp_lit_window, self.sliding_window = self.sliding_window, own   # the KV cache spec stays the layer's own
                 b.windowed.append(self)
             attn_cls.__init__ = init
+            window_metadata_builders()
         yield b
     finally:
         vllm_config.quant_config = saved_qc
@@ -415,6 +420,10 @@ def draft_patch(b: DraftBuild, vllm_config, draft_cls=None):
         if attn_init is not None: attn_cls.__init__ = attn_init
 
 # %% ../nbs/06_plugin.ipynb #gwinex03
+def attention_window(m) -> int | None:
+    "The window vLLM attention layer `m` attends within (None: full attention): the draft window mtp_lit gave it, else vLLM's own."
+    return getattr(m, 'mtp_lit_window', None) or getattr(m, 'sliding_window', None)
+
 def _not_windowable(m, kv_shared: bool = False) -> str | None:
     """Why vLLM attention layer `m` cannot take the draft window (None when it can: vLLM's own `Attention`, KV cache of its own).
     `kv_shared`: under a module vLLM marks `is_kv_shared_layer` (Gemma4's assistant), wired to a target layer only after the build."""
@@ -439,19 +448,37 @@ def check_window(b: DraftBuild, draft) -> None:
     if why:
         raise ValueError(f"{b.opts.sources.get('draft_window', 'draft_window')}: a draft window is not supported for {b.key} drafts "
                          f"({'; '.join(why)}); unset it for this model")
-    bad = [getattr(m, 'layer_name', '?') for m in layers if not m.sliding_window or m.sliding_window > w]
+    bad = [getattr(m, 'layer_name', '?') for m in layers if not (win := attention_window(m)) or win > w]
     if not layers or bad:
         raise RuntimeError(f"draft window {w}: not applied to draft attention layers {bad or '(none found)'}")
 
 # %% ../nbs/06_plugin.ipynb #gwincost2
-def window_cost_note(b: DraftBuild, vllm_config) -> str | None:
-    "A warning for `b.notes` when the draft window is on for a hybrid target under vLLM's V1 model runner, which the window's KV-cache groups slow; else None."
-    mc = getattr(vllm_config, 'model_config', None)
-    if not (b.opts.draft_window and getattr(mc, 'is_hybrid', False)) or getattr(vllm_config, 'use_v2_model_runner', False): return None
-    return (f"{b.opts.sources.get('draft_window', 'draft_window')}: the draft window gives the draft's attention a KV cache type of its own, "
-            "and on a hybrid target vLLM then puts every layer in a KV-cache group of its own, and its V1 model runner rebuilds the "
-            "state layers' metadata per group each step: on an H200 with vLLM 0.26 this cost Qwen3.5-27B more per decode step than "
-            "the window saved (mtp_lit's benchmarks page, 'The draft window at long context'); unset it unless you have measured that it pays")
+import functools
+from dataclasses import replace
+
+def draft_group_window(layer_names, vllm_config) -> int | None:
+    "The draft window of a vLLM attention group of `layer_names`: W when every layer is a draft layer mtp_lit windowed with W, else None."
+    ctx = vllm_config.compilation_config.static_forward_context
+    ws = {getattr(ctx.get(n), 'mtp_lit_window', None) for n in layer_names}
+    return ws.pop() if len(ws) == 1 else None
+
+def window_metadata_builders() -> None:
+    """Wrap vLLM's `AttentionGroup.create_metadata_builders` (once per process): a group of windowed draft layers builds its
+    attention metadata from its KV cache spec with the draft window in it."""
+    from vllm.v1.worker.utils import AttentionGroup
+    create = AttentionGroup.create_metadata_builders
+    if getattr(create, 'mtp_lit', False): return
+    @functools.wraps(create)
+    def create_metadata_builders(self, vllm_config, *args, **kwargs):
+        w, spec = draft_group_window(self.layer_names, vllm_config), self.kv_cache_spec
+        if w and getattr(spec, 'sliding_window', None) != w:
+            if not hasattr(spec, 'sliding_window'):
+                raise RuntimeError(f"draft window {w}: vLLM's KV cache spec {type(spec).__name__} of draft layers {self.layer_names} has no window")
+            self.kv_cache_spec = replace(spec, sliding_window=w)
+        return create(self, vllm_config, *args, **kwargs)
+    create_metadata_builders.mtp_lit = True
+    AttentionGroup.create_metadata_builders = create_metadata_builders
+
 
 # %% ../nbs/06_plugin.ipynb #cacc603d
 def target_quant_dict(b: 'DraftBuild', vllm_config=None) -> tuple[dict | None, str]:
@@ -785,7 +812,6 @@ def make_draft_class(key: str) -> type:
             if b.plan.fp8 and b.plain_linears: swap_plain_linears(b, self, vllm_config.quant_config)
         self._mtp_lit = b
         check_window(b, self)
-        if (n := window_cost_note(b, vllm_config)): b.notes.append(n)
         if b.plan.fp8: check_fp8(b, self)
         build_draft_head(b, self, self.config)
         _key_compile_cache(b, vllm_config)

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['TEXT_ONLY_QWEN3_5', 'MTP_TEXT_TYPES', 'supported_range', 'vllm_supported', 'fill_registry_gaps', 'mtp_text_rewrite',
-           'fill_mtp_rewrite_gap', 'loaded_key', 'draft_model', 'moe_routing_ok']
+           'fill_mtp_rewrite_gap', 'loaded_key', 'draft_model', 'draft_attn_groups', 'moe_routing_ok']
 
 # %% ../nbs/06a_vllm_compat.ipynb #4e9b6fb7
 import functools, importlib.util, re
@@ -84,6 +84,12 @@ def draft_model(model_runner):
         m = getattr(getattr(model_runner, attr, None), 'model', None)
         if m is not None: return m
     return None
+
+def draft_attn_groups(model_runner) -> list:
+    "The attention groups the draft's proposer built its metadata builders in: `drafter.draft_attn_groups` (V1 runner) or `speculator.attn_groups` (the newer runner)."
+    d, s = getattr(model_runner, 'drafter', None), getattr(model_runner, 'speculator', None)
+    if d is not None: return list(getattr(d, 'draft_attn_groups', ()))
+    return [g for gs in getattr(s, 'attn_groups', ()) for g in gs]
 
 def moe_routing_ok() -> bool:
     """Can vLLM route tokens for a MoE layer whose experts use a plugin's method? On a CPU only with vLLM's CPU router

@@ -12,6 +12,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from mtp_lit.ckpt_io import INDEX, write_checkpoint
+from mtp_lit.plugin import attention_window
 
 ENV = {'VLLM_CPU_KVCACHE_SPACE': '1', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_NO_USAGE_STATS': '1',
        'TOKENIZERS_PARALLELISM': 'false', 'OMP_NUM_THREADS': '1'}
@@ -143,7 +144,7 @@ def _main(cases_json, out_json):
             r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None,
                  'bases': [f'{c.__module__}.{c.__qualname__}' for c in type(m).__mro__[1:]], 'nonfinite': _nonfinite(m),
                  'fp8': sorted(n for n, p in m.named_parameters() if p.dtype == torch.float8_e4m3fn),
-                 'windows': sorted({a.sliding_window for a in m.modules() if type(a).__name__ == 'Attention'}, key=str),
+                 'windows': sorted({attention_window(a) for a in m.modules() if type(a).__name__ == 'Attention'}, key=str),
                  'head': list(m.draft_lm_head.weight.shape) if hasattr(m, 'draft_lm_head') else None,
                  'logits': sorted({type(x).__name__ for x in m.modules() if type(x).__name__.endswith('Logits') or 'LogitsProcessor' in type(x).__name__})}
             if ea and ea[0].get('load_format') == 'dummy':   # weights known from vLLM's seeded dummy loader: the FP8 experts against BF16

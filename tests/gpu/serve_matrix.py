@@ -120,7 +120,8 @@ def summarize(results: dict) -> dict:
             row['draft'] = {'class': d['class'], 'device': d.get('device'), 'runner': d.get('runner'),
                             'e4m3_params': sorted(n for n, t in dts.items() if t == 'float8_e4m3fn'),
                             'linear_weight_bytes': d['linear_weight_bytes'], 'head_rows': d['head_rows'],
-                            'windows': sorted(set(d['attention_windows'].values()), key=str), 'digests': d['fp8_digests']}
+                            'windows': sorted(set(d['attention_windows'].values()), key=str), 'digests': d['fp8_digests'],
+                            'metadata_windows': d.get('metadata_windows')}
         out[name] = row
     return out
 

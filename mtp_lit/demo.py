@@ -117,8 +117,11 @@ class DraftInspector:
                 # vLLM's KV-cache groups, [spec type, layers] each: a layer with a KV cache type of its own would split them
                 'kv_cache_groups': [[type(g.kv_cache_spec).__name__, len(g.layer_names)]
                                     for g in getattr(getattr(self.model_runner, 'kv_cache_config', None), 'kv_cache_groups', ())],
-                # the window in the spec of each metadata builder the proposer made for the draft's layers (None: full attention)
-                'metadata_windows': [getattr(g.get_metadata_builder().kv_cache_spec, 'sliding_window', None) for g in draft_attn_groups(self.model_runner)]}
+                # the window in the spec of each metadata builder made for the draft's layers (None: full attention): the proposer's,
+                # and the model runner's groups that hold a draft layer (vLLM's newer runner drafts the first pass on its metadata)
+                'metadata_windows': [getattr(g.get_metadata_builder().kv_cache_spec, 'sliding_window', None) for g in draft_attn_groups(self.model_runner)],
+                'runner_metadata_windows': [getattr(g.get_metadata_builder().kv_cache_spec, 'sliding_window', None) for gs in getattr(self.model_runner, 'attn_groups', ())
+                                            for g in gs if set(g.layer_names) & {getattr(a, 'layer_name', None) for a in m.modules() if isinstance(a, Attention)}]}
 
     def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
         "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."

@@ -4,12 +4,12 @@
 
 # %% auto #0
 __all__ = ['logger', 'DRAFTS', 'ROWS', 'GENERIC_KEEP', 'GENERIC_PLAIN_LINEARS', 'NO_WINDOW_MLA', 'EAGLE_PREFIX', 'SERVED',
-           'BUILT', 'UNPROVEN', 'BUILT_GPU', 'NOT_MTP', 'PROOFS', 'register', 'vllm_draft_class', 'eagle_draft',
-           'proof', 'option_status', 'draft_status', 'DraftBuild', 'vllm_switches', 'read_options', 'check_options',
-           'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups', 'draft_patch',
-           'attention_window', 'check_window', 'draft_group_window', 'window_metadata_builders', 'target_quant_dict',
-           'inherited_quant_config', 'swap_plain_linears', 'check_fp8', 'build_draft_head', 'checkpoint_stream',
-           'make_draft_class', 'check_parallel', 'fp8_param_digests']
+           'BUILT', 'UNPROVEN', 'BUILT_GPU', 'NOT_MTP', 'PROOFS', 'MIXED_WINDOWS_OK', 'register', 'vllm_draft_class',
+           'eagle_draft', 'proof', 'option_status', 'draft_status', 'DraftBuild', 'vllm_switches', 'read_options',
+           'check_options', 'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups', 'draft_patch',
+           'attention_window', 'check_window', 'draft_group_window', 'own_backend_needed', 'windowed_backend',
+           'window_metadata_builders', 'target_quant_dict', 'inherited_quant_config', 'swap_plain_linears', 'check_fp8',
+           'build_draft_head', 'checkpoint_stream', 'make_draft_class', 'check_parallel', 'fp8_param_digests']
 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
@@ -383,6 +383,15 @@ def draft_quant_lookups(draft_cls) -> list:
             and getattr(m, 'get_draft_quant_config', None) is utils.get_draft_quant_config]
 
 @contextmanager
+def _kv_dtype_as_own(cache_config, own):
+    "Inside: vLLM's `kv_cache_dtype_skip_layers` rule 'sliding_window' off for a layer with no window of its own, so the draft window leaves its KV cache dtype alone."
+    skip = getattr(cache_config, 'kv_cache_dtype_skip_layers', None)
+    if own or not skip or 'sliding_window' not in skip: yield; return
+    cache_config.kv_cache_dtype_skip_layers = [s for s in skip if s != 'sliding_window']
+    try: yield
+    finally: cache_config.kv_cache_dtype_skip_layers = skip
+
+@contextmanager
 def draft_patch(b: DraftBuild, vllm_config, draft_cls=None):
     """Context in which the base class builds the draft: draft quant config and draft attention window in place, restored on
     exit. `draft_cls` (the class being built) lets an inherited quant config pick up its packed-module mapping, and the FP8
@@ -404,10 +413,13 @@ def draft_patch(b: DraftBuild, vllm_config, draft_cls=None):
             attn_init, window, sig = attn_cls.__init__, b.opts.draft_window, inspect.signature(attn_cls.__init__)
             def init(self, *args, **kwargs):
                 a = sig.bind(self, *args, **kwargs)   # the layer's own window, by vLLM's rule: its model's per-layer one, else the config's
-                own = a.arguments.get('per_layer_sliding_window') or getattr(a.arguments.get('cache_config'), 'sliding_window', None)
+                cc = a.arguments.get('cache_config')
+                own = a.arguments.get('per_layer_sliding_window') or getattr(cc, 'sliding_window', None)
                 a.arguments['per_layer_sliding_window'] = min(window, own) if own else window   # the smaller of the two
-                attn_init(*a.args, **a.kwargs)                # the backend masks keys older than the window
+                with _kv_dtype_as_own(cc, own): attn_init(*a.args, **a.kwargs)   # its backend's layer masks keys older than the window
                 self.mtp_lit_window, self.sliding_window = self.sliding_window, own   # the KV cache spec stays the layer's own
+                if own_backend_needed(vllm_config, self.attn_backend) or self.mtp_lit_window != window:   # metadata of its own (a smaller own window: apart from W's)
+                    self.attn_backend = windowed_backend(self.attn_backend, self.mtp_lit_window)
                 b.windowed.append(self)
             attn_cls.__init__ = init
             window_metadata_builders()
@@ -460,7 +472,27 @@ def draft_group_window(layer_names, vllm_config) -> int | None:
     "The draft window of a vLLM attention group of `layer_names`: W when every layer is a draft layer mtp_lit windowed with W, else None."
     ctx = vllm_config.compilation_config.static_forward_context
     ws = {getattr(ctx.get(n), 'mtp_lit_window', None) for n in layer_names}
+    if None not in ws and len(ws) > 1:   # vLLM builds one metadata, so one window, per group
+        raise RuntimeError(f"draft window: draft attention layers {list(layer_names)} share vLLM's attention metadata but have windows {sorted(ws)}")
     return ws.pop() if len(ws) == 1 else None
+
+MIXED_WINDOWS_OK = ('FLASH_ATTN', 'TRITON_ATTN', 'FLEX_ATTENTION', 'CPU_ATTN')   # backends that build one group's metadata for layers of two windows
+
+def own_backend_needed(vllm_config, backend) -> bool:
+    """Does a windowed draft layer need a backend class of its own (`windowed_backend`)? Under vLLM's newer model runner, which
+    drafts the first pass on the runner's metadata, and on a backend that refuses layers of two windows in one group (FlashInfer)."""
+    return bool(getattr(vllm_config, 'use_v2_model_runner', False)) or backend.get_name() not in MIXED_WINDOWS_OK
+
+_WINDOWED = {}
+
+def windowed_backend(backend, window: int):
+    """vLLM attention backend class `backend` subclassed for draft layers with `window` (one class per pair, made as vLLM makes
+    ChunkedLocalAttention's): both vLLM model runners and the proposer group attention layers by backend class, so the draft's
+    layers get metadata builders of their own, which `window_metadata_builders` gives the window."""
+    if (backend, window) not in _WINDOWED:
+        from vllm.v1.attention.backend import subclass_attention_backend
+        _WINDOWED[backend, window] = subclass_attention_backend(f'MtpLitWindow{window}', backend, backend.get_builder_cls())
+    return _WINDOWED[backend, window]
 
 def window_metadata_builders() -> None:
     """Wrap vLLM's `AttentionGroup.create_metadata_builders` (once per process): a group of windowed draft layers builds its

@@ -114,6 +114,7 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         res['graph_sizes'] = d.get('graph_sizes')   # after vLLM's rounding to multiples of k + 1: what each pass is padded to
         res['kv_cache_groups'] = d.get('kv_cache_groups')   # [spec type, layers] per group: the per-step work of a hybrid model grows with them
         res['metadata_windows'] = d.get('metadata_windows')   # the window each of the proposer's metadata builders for the draft applies
+        res['runner_metadata_windows'] = d.get('runner_metadata_windows')   # and the model runner's builders for groups holding a draft layer
         llm.collective_rpc('mtp_lit_time_draft', args=('start',))
     timed_target = llm.collective_rpc('mtp_lit_time_target', args=('start',))[0]   # False on a runner without _model_forward
     g = torch.Generator().manual_seed(0)

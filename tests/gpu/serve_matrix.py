@@ -121,7 +121,7 @@ def summarize(results: dict) -> dict:
                             'e4m3_params': sorted(n for n, t in dts.items() if t == 'float8_e4m3fn'),
                             'linear_weight_bytes': d['linear_weight_bytes'], 'head_rows': d['head_rows'],
                             'windows': sorted(set(d['attention_windows'].values()), key=str), 'digests': d['fp8_digests'],
-                            'metadata_windows': d.get('metadata_windows')}
+                            'metadata_windows': d.get('metadata_windows'), 'runner_metadata_windows': d.get('runner_metadata_windows')}
         out[name] = row
     return out
 

@@ -6,10 +6,11 @@
 __all__ = ['logger', 'DRAFTS', 'ROWS', 'GENERIC_KEEP', 'GENERIC_PLAIN_LINEARS', 'NO_WINDOW_MLA', 'EAGLE_PREFIX', 'SERVED',
            'BUILT', 'UNPROVEN', 'BUILT_GPU', 'NOT_MTP', 'PROOFS', 'MIXED_WINDOWS_OK', 'register', 'vllm_draft_class',
            'eagle_draft', 'proof', 'option_status', 'draft_status', 'DraftBuild', 'vllm_switches', 'read_options',
-           'check_options', 'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups', 'draft_patch',
-           'attention_window', 'check_window', 'draft_group_window', 'own_backend_needed', 'windowed_backend',
-           'window_metadata_builders', 'target_quant_dict', 'inherited_quant_config', 'swap_plain_linears', 'check_fp8',
-           'build_draft_head', 'checkpoint_stream', 'make_draft_class', 'check_parallel', 'fp8_param_digests']
+           'check_options', 'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups',
+           'kv_dtype_as_own', 'draft_patch', 'attention_window', 'check_window', 'draft_group_window',
+           'own_backend_needed', 'windowed_backend', 'window_metadata_builders', 'target_quant_dict',
+           'inherited_quant_config', 'swap_plain_linears', 'check_fp8', 'build_draft_head', 'checkpoint_stream',
+           'make_draft_class', 'check_parallel', 'fp8_param_digests']
 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
@@ -383,7 +384,7 @@ def draft_quant_lookups(draft_cls) -> list:
             and getattr(m, 'get_draft_quant_config', None) is utils.get_draft_quant_config]
 
 @contextmanager
-def _kv_dtype_as_own(cache_config, own):
+def kv_dtype_as_own(cache_config, own):
     "Inside: vLLM's `kv_cache_dtype_skip_layers` rule 'sliding_window' off for a layer with no window of its own, so the draft window leaves its KV cache dtype alone."
     skip = getattr(cache_config, 'kv_cache_dtype_skip_layers', None)
     if own or not skip or 'sliding_window' not in skip: yield; return
@@ -416,7 +417,7 @@ def draft_patch(b: DraftBuild, vllm_config, draft_cls=None):
                 cc = a.arguments.get('cache_config')
                 own = a.arguments.get('per_layer_sliding_window') or getattr(cc, 'sliding_window', None)
                 a.arguments['per_layer_sliding_window'] = min(window, own) if own else window   # the smaller of the two
-                with _kv_dtype_as_own(cc, own): attn_init(*a.args, **a.kwargs)   # its backend's layer masks keys older than the window
+                with kv_dtype_as_own(cc, own): attn_init(*a.args, **a.kwargs)   # its backend's layer masks keys older than the window
                 self.mtp_lit_window, self.sliding_window = self.sliding_window, own   # the KV cache spec stays the layer's own
                 if own_backend_needed(vllm_config, self.attn_backend) or self.mtp_lit_window != window:   # metadata of its own (a smaller own window: apart from W's)
                     self.attn_backend = windowed_backend(self.attn_backend, self.mtp_lit_window)

@@ -102,11 +102,12 @@ class DraftInspector:
         from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
         dtypes = {n: str(p.dtype).replace('torch.', '') for n, p in m.named_parameters()}
         heads = {n: x for n, x in m.named_modules() if n.endswith('draft_lm_head')}
+        attn = [x for x in m.modules() if isinstance(x, Attention)]
         return {'class': f"{type(m).__module__}.{type(m).__qualname__}", 'param_dtypes': dtypes,
                 'param_shapes': {n: list(p.shape) for n, p in m.named_parameters()},
                 'tp': [get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size()],
                 'device': str(next(m.parameters()).device), 'runner': type(self.model_runner).__module__,
-                'attention_windows': {getattr(a, 'layer_name', str(i)): attention_window(a) for i, a in enumerate(x for x in m.modules() if isinstance(x, Attention))},
+                'attention_windows': {getattr(a, 'layer_name', str(i)): attention_window(a) for i, a in enumerate(attn)},
                 'linear_weight_bytes': draft_linear_bytes(m), 'fp8_digests': fp8_param_digests(m),
                 'head_rows': {n: int(x.org_vocab_size) for n, x in heads.items()},
                 'head_rows_on_rank': {n: int(x.num_embeddings_per_partition) for n, x in heads.items()},
@@ -121,7 +122,7 @@ class DraftInspector:
                 # and the model runner's groups that hold a draft layer (vLLM's newer runner drafts the first pass on its metadata)
                 'metadata_windows': [getattr(g.get_metadata_builder().kv_cache_spec, 'sliding_window', None) for g in draft_attn_groups(self.model_runner)],
                 'runner_metadata_windows': [getattr(g.get_metadata_builder().kv_cache_spec, 'sliding_window', None) for gs in getattr(self.model_runner, 'attn_groups', ())
-                                            for g in gs if set(g.layer_names) & {getattr(a, 'layer_name', None) for a in m.modules() if isinstance(a, Attention)}]}
+                                            for g in gs if set(g.layer_names) & {a.layer_name for a in attn}]}
 
     def mtp_lit_time_logits(self, batch: int = 4, iters: int = 100) -> float:
         "Mean seconds of one `compute_logits` of the loaded draft on `batch` random hidden states (the head's share of a draft step)."

@@ -4,11 +4,10 @@
 
 # %% auto #0
 __all__ = ['logger', 'DRAFTS', 'ROWS', 'GENERIC_KEEP', 'GENERIC_PLAIN_LINEARS', 'NO_WINDOW_MLA', 'EAGLE_PREFIX', 'SERVED',
-           'BUILT', 'UNPROVEN', 'BUILT_GPU', 'NOT_MTP', 'PROOFS', 'MIXED_WINDOWS_OK', 'register', 'vllm_draft_class',
-           'eagle_draft', 'proof', 'option_status', 'draft_status', 'DraftBuild', 'vllm_switches', 'read_options',
-           'check_options', 'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups',
-           'kv_dtype_as_own', 'draft_patch', 'attention_window', 'check_window', 'draft_group_window',
-           'own_backend_needed', 'windowed_backend', 'window_metadata_builders', 'target_quant_dict',
+           'BUILT', 'UNPROVEN', 'BUILT_GPU', 'NOT_MTP', 'PROOFS', 'register', 'vllm_draft_class', 'eagle_draft',
+           'proof', 'option_status', 'draft_status', 'DraftBuild', 'vllm_switches', 'read_options', 'check_options',
+           'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups', 'kv_dtype_as_own',
+           'draft_patch', 'attention_window', 'check_window', 'windowed_backend', 'target_quant_dict',
            'inherited_quant_config', 'swap_plain_linears', 'check_fp8', 'build_draft_head', 'checkpoint_stream',
            'make_draft_class', 'check_parallel', 'fp8_param_digests']
 
@@ -419,11 +418,9 @@ def draft_patch(b: DraftBuild, vllm_config, draft_cls=None):
                 a.arguments['per_layer_sliding_window'] = min(window, own) if own else window   # the smaller of the two
                 with kv_dtype_as_own(cc, own): attn_init(*a.args, **a.kwargs)   # its backend's layer masks keys older than the window
                 self.mtp_lit_window, self.sliding_window = self.sliding_window, own   # the KV cache spec stays the layer's own
-                if own_backend_needed(vllm_config, self.attn_backend) or self.mtp_lit_window != window:   # metadata of its own (a smaller own window: apart from W's)
-                    self.attn_backend = windowed_backend(self.attn_backend, self.mtp_lit_window)
+                self.attn_backend = windowed_backend(self.attn_backend, self.mtp_lit_window)   # metadata builders of its own, windowed
                 b.windowed.append(self)
             attn_cls.__init__ = init
-            window_metadata_builders()
         yield b
     finally:
         vllm_config.quant_config = saved_qc
@@ -466,51 +463,22 @@ def check_window(b: DraftBuild, draft) -> None:
         raise RuntimeError(f"draft window {w}: not applied to draft attention layers {bad or '(none found)'}")
 
 # %% ../nbs/06_plugin.ipynb #gwincost2
-import functools
 from dataclasses import replace
-
-def draft_group_window(layer_names, vllm_config) -> int | None:
-    "The draft window of a vLLM attention group of `layer_names`: W when every layer is a draft layer mtp_lit windowed with W, else None."
-    ctx = vllm_config.compilation_config.static_forward_context
-    ws = {getattr(ctx.get(n), 'mtp_lit_window', None) for n in layer_names}
-    if None not in ws and len(ws) > 1:   # vLLM builds one metadata, so one window, per group
-        raise RuntimeError(f"draft window: draft attention layers {list(layer_names)} share vLLM's attention metadata but have windows {sorted(ws)}")
-    return ws.pop() if len(ws) == 1 else None
-
-MIXED_WINDOWS_OK = ('FLASH_ATTN', 'TRITON_ATTN', 'FLEX_ATTENTION', 'CPU_ATTN')   # backends that build one group's metadata for layers of two windows
-
-def own_backend_needed(vllm_config, backend) -> bool:
-    """Does a windowed draft layer need a backend class of its own (`windowed_backend`)? Under vLLM's newer model runner, which
-    drafts the first pass on the runner's metadata, and on a backend that refuses layers of two windows in one group (FlashInfer)."""
-    return bool(getattr(vllm_config, 'use_v2_model_runner', False)) or backend.get_name() not in MIXED_WINDOWS_OK
 
 _WINDOWED = {}
 
 def windowed_backend(backend, window: int):
-    """vLLM attention backend class `backend` subclassed for draft layers with `window` (one class per pair, made as vLLM makes
-    ChunkedLocalAttention's): both vLLM model runners and the proposer group attention layers by backend class, so the draft's
-    layers get metadata builders of their own, which `window_metadata_builders` gives the window."""
+    """vLLM attention backend class `backend` for draft layers with `window`: a subclass whose metadata builder puts the window
+    into the KV cache spec it is given (one class per pair, made as vLLM makes its chunked local attention's backend)."""
     if (backend, window) not in _WINDOWED:
         from vllm.v1.attention.backend import subclass_attention_backend
-        _WINDOWED[backend, window] = subclass_attention_backend(f'MtpLitWindow{window}', backend, backend.get_builder_cls())
+        class WindowedBuilder(backend.get_builder_cls()):
+            def __init__(self, kv_cache_spec, *args, **kwargs):
+                if not hasattr(kv_cache_spec, 'sliding_window'):
+                    raise RuntimeError(f"draft window {window}: vLLM's KV cache spec {type(kv_cache_spec).__name__} of the draft's attention has no window")
+                super().__init__(replace(kv_cache_spec, sliding_window=window), *args, **kwargs)
+        _WINDOWED[backend, window] = subclass_attention_backend(f'MtpLitWindow{window}', backend, WindowedBuilder)
     return _WINDOWED[backend, window]
-
-def window_metadata_builders() -> None:
-    """Wrap vLLM's `AttentionGroup.create_metadata_builders` (once per process): a group of windowed draft layers builds its
-    attention metadata from its KV cache spec with the draft window in it."""
-    from vllm.v1.worker.utils import AttentionGroup
-    create = AttentionGroup.create_metadata_builders
-    if getattr(create, 'mtp_lit', False): return
-    @functools.wraps(create)
-    def create_metadata_builders(self, vllm_config, *args, **kwargs):
-        w, spec = draft_group_window(self.layer_names, vllm_config), self.kv_cache_spec
-        if w and getattr(spec, 'sliding_window', None) != w:
-            if not hasattr(spec, 'sliding_window'):
-                raise RuntimeError(f"draft window {w}: vLLM's KV cache spec {type(spec).__name__} of draft layers {self.layer_names} has no window")
-            self.kv_cache_spec = replace(spec, sliding_window=w)
-        return create(self, vllm_config, *args, **kwargs)
-    create_metadata_builders.mtp_lit = True
-    AttentionGroup.create_metadata_builders = create_metadata_builders
 
 
 # %% ../nbs/06_plugin.ipynb #cacc603d

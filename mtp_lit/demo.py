@@ -68,25 +68,30 @@ def _mark(cuda: bool):
     e = torch.cuda.Event(enable_timing=True); e.record(); return e
 
 def time_calls(obj, attr: str, size=None, rng: str = None) -> bool:
-    """Wrap `obj.<attr>` so that every call records its start, its end and `size(*args, **kwargs)` in `obj._mtp_lit_calls`,
-    inside the profiler range `rng` if given. Once per object; False where `obj` has no `attr`."""
+    """Wrap `obj.<attr>` so that every call records its start, its end and `size(*args, **kwargs)` (in `obj._mtp_lit_<attr>`),
+    inside the profiler range `rng` if given. Once per method; False where `obj` has no `attr`."""
     import torch
-    if '_mtp_lit_calls' in obj.__dict__: return True
+    key = f'_mtp_lit_{attr}'
+    if key in obj.__dict__: return True
     if not hasattr(obj, attr): return False
     fn, calls, cuda = getattr(obj, attr), [], torch.cuda.is_available()
     def timed(*args, **kwargs):
         with torch.profiler.record_function(rng) if rng else contextlib.nullcontext():
             s = _mark(cuda); out = fn(*args, **kwargs); calls.append((s, _mark(cuda), size(*args, **kwargs) if size else None))
         return out
-    setattr(obj, attr, timed); obj._mtp_lit_calls = calls
+    setattr(obj, attr, timed); setattr(obj, key, calls)
     return True
 
-def read_calls(obj) -> list:
-    "[ms, size] of each call `time_calls` recorded on `obj` since the last read (after the GPU's queued work)."
+def _ms(s, e) -> float: return s.elapsed_time(e) if hasattr(s, 'elapsed_time') else (e - s) * 1e3
+
+def read_calls(obj, attr: str, period: bool = False) -> list:
+    """[ms, size] of each call of `obj.<attr>` that `time_calls` recorded since the last read (after the GPU's queued work):
+    from its start to its end, or with `period` to the next call's start (the last call, without one, left out)."""
     import torch
-    ev = obj.__dict__.get('_mtp_lit_calls', [])
+    ev = obj.__dict__.get(f'_mtp_lit_{attr}', [])
     if torch.cuda.is_available(): torch.cuda.synchronize()
-    out = [[s.elapsed_time(e) if hasattr(s, 'elapsed_time') else (e - s) * 1e3, n] for s, e, n in ev]
+    ends = [s for s, _, _ in ev[1:]] if period else [e for _, e, _ in ev]
+    out = [[_ms(s, e), n] for (s, _, n), e in zip(ev, ends)]
     ev.clear()
     return out
 
@@ -141,7 +146,7 @@ class DraftInspector:
         """Time every call of the runner's draft proposer (`drafter` or `speculator`, `.propose`: the k draft steps of one
         decode step; `time_calls`). `action`: 'start' wraps it, 'read' returns the milliseconds of each call since the last read."""
         p = next(x for x in (getattr(self.model_runner, a, None) for a in ('drafter', 'speculator')) if x is not None)
-        if action == 'read': return [ms for ms, _ in read_calls(p)]
+        if action == 'read': return [ms for ms, _ in read_calls(p, 'propose')]
         time_calls(p, 'propose', rng=DRAFT_RANGE)   # the range also marks the draft's kernels for `mtp_lit_profile`
         return []
 
@@ -150,10 +155,19 @@ class DraftInspector:
         sequence; `time_calls`). 'start' wraps it and says whether it could (vLLM's V2 runner has no `_model_forward`);
         'read' returns [ms, tokens] of each call since the last read."""
         r = self.model_runner
-        if action == 'read': return read_calls(r)
+        if action == 'read': return read_calls(r, '_model_forward')
         def tokens(input_ids=None, positions=None, *a, **kw):   # the signature of vLLM's _model_forward
             return int(positions.shape[-1] if positions is not None else input_ids.shape[0])
         return time_calls(r, '_model_forward', size=tokens)
+
+    def mtp_lit_time_steps(self, action: str = 'start') -> list:
+        """Time the engine's steps on the GPU stream: a mark at the start of every `execute_model` of the runner (`time_calls`).
+        'start' wraps it; 'read' returns [ms to the next step's start, scheduled tokens] of each step since the last read:
+        a decode step's whole time (verify, draft, vLLM's work and the GPU's idle gaps between them), one step at a time."""
+        r = self.model_runner
+        if action == 'read': return read_calls(r, 'execute_model', period=True)
+        def tokens(scheduler_output, *a, **kw): return int(scheduler_output.total_num_scheduled_tokens)
+        return time_calls(r, 'execute_model', size=tokens)
 
     def mtp_lit_profile(self, action: str = 'start', top: int = 30) -> dict:
         """Profile the worker with `torch.profiler` between 'start' and 'stop' (CUDA kernels, those replayed from CUDA graphs

@@ -30,6 +30,9 @@ def test_dummy_weights_with_every_draft_option(tmp_path):
         for key, med in (('target_spread', row['target_ms']), ('draft_spread', row['draft_ms'])):   # [p10, p90, count] around the median
             lo, hi, n = row[key]
             assert lo <= med <= hi and n >= 2   # the draft: one call per timed step (fewer where a token was accepted)
+        lo, hi, n = row['worker_step_spread']   # the step timed one at a time in the worker: steps of all B sequences
+        assert lo <= row['worker_step_ms'] <= hi and n >= 8
+        assert row['worker_step_ms'] > row['target_ms']   # a whole step holds its verify (medians of one clock)
     assert r['graph_sizes'] == []   # eager on vLLM CPU: no CUDA graphs to pad to
     # the windowed draft's layer joins the 3 target attention layers' group; the window is in the proposer's metadata builder
     assert r['kv_cache_groups'] == [['FullAttentionSpec', 4]] and r['metadata_windows'] == [2048]

@@ -14,6 +14,9 @@ draft's share is timed inside the worker: CUDA events around every call of the r
 (`DraftInspector.mtp_lit_time_draft`), median over the long run's steps; the target's forward the same way around the
 runner's `_model_forward` (`mtp_lit_time_target`), median over the timed runs' forwards of B·(k+1) tokens as vLLM pads them
 (the verify; `padded` with the engine's CUDA-graph sizes); the step minus the two is vLLM's own work around them (scheduling, sampling, inputs).
+The step is also timed one at a time in the worker (`worker_step_ms`: a CUDA event at the start of every `execute_model`,
+`DraftInspector.mtp_lit_time_steps`; median over the timed runs' steps of all B sequences, start to the next step's start),
+which no prefill or end of a decode enters.
 Random weights accept almost no draft token, so every step emits one token per sequence; decode speed at a real acceptance
 length τ is τ / step time (the benchmark page).
 Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
@@ -117,12 +120,14 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         res['runner_metadata_windows'] = d.get('runner_metadata_windows')   # and the model runner's builders for groups holding a draft layer
         llm.collective_rpc('mtp_lit_time_draft', args=('start',))
     timed_target = llm.collective_rpc('mtp_lit_time_target', args=('start',))[0]   # False on a runner without _model_forward
+    llm.collective_rpc('mtp_lit_time_steps', args=('start',))
     g = torch.Generator().manual_seed(0)
     V = llm.llm_engine.model_config.get_vocab_size()
     for b in batches:
         ps = [TokensPrompt(prompt_token_ids=torch.randint(0, V, (prompt,), generator=g).tolist()) for _ in range(b)]
         _decode(llm, ps, 8 + tokens)   # warm-up over every position the timed runs reach: graphs, Triton kernels, JIT
         llm.collective_rpc('mtp_lit_time_target', args=('read',))   # the warm-up's forwards are not timed ones
+        llm.collective_rpc('mtp_lit_time_steps', args=('read',))
         short, long = zip(*[(_decode(llm, ps, 8), _decode(llm, ps, 8 + tokens)) for _ in range(2)])
         (ts, ds), (tl, dl) = min(short), min(long)   # the faster of two repeats: a stray host stall is not a step time
         row = {'decode_s': tl - ts}
@@ -138,6 +143,9 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         verify = [ms for ms, m in llm.collective_rpc('mtp_lit_time_target', args=('read',))[0] if m == nv]
         row['target_ms'], row['target_tokens'] = (median(verify) if timed_target and verify else None), nv
         row['target_spread'] = spread(verify) if timed_target else None
+        # the step timed in the worker, one at a time: start of a decode step of all b sequences to the next step's start
+        periods = [ms for ms, n in llm.collective_rpc('mtp_lit_time_steps', args=('read',))[0] if n == b * (k + 1)]
+        row['worker_step_ms'], row['worker_step_spread'] = (median(periods), spread(periods)) if periods else (None, None)
         if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes: a profiled long decode minus a short one
             prof = []
             for n in (8, 8, 8 + PROFILE_TOKENS):   # the first is thrown away: a profiler's first start stretches the run it profiles
@@ -146,10 +154,11 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
                 prof.append(llm.collective_rpc('mtp_lit_profile', args=('stop', 100_000))[0])
             row['profile'] = profile_difference(*prof[1:]) | {'tokens': PROFILE_TOKENS}
             if k: llm.collective_rpc('mtp_lit_time_draft', args=('read',))
-            llm.collective_rpc('mtp_lit_time_target', args=('read',))
+            llm.collective_rpc('mtp_lit_time_target', args=('read',)); llm.collective_rpc('mtp_lit_time_steps', args=('read',))
         res['batches'][str(b)] = row
         print(f'  B={b:3d} step {row["step_ms"]:.3f} ms' + (f', draft {row["draft_ms"]:.3f} ms' if row.get('draft_ms') else '')
-              + (f', target {row["target_ms"]:.3f} ms' if row['target_ms'] else ', target not timed'), flush=True)
+              + (f', target {row["target_ms"]:.3f} ms' if row['target_ms'] else ', target not timed')
+              + (f', worker step {row["worker_step_ms"]:.3f} ms' if row['worker_step_ms'] else ''), flush=True)
     return res
 
 START_LINES = {'load_s': r'Model loading took [\d.]+ GiB (?:memory )?and ([\d.]+) seconds',   # vLLM's start-up log lines (0.26 ... 0.32; GPU)

@@ -146,6 +146,7 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         # the step timed in the worker, one at a time: start of a decode step of all b sequences to the next step's start
         periods = [ms for ms, n in llm.collective_rpc('mtp_lit_time_steps', args=('read',))[0] if n == b * (k + 1)]
         row['worker_step_ms'], row['worker_step_spread'] = (median(periods), spread(periods)) if periods else (None, None)
+        row['worker_steps'] = [round(ms, 3) for ms in periods]   # every one, in order: a step time of two modes shows here
         if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes: a profiled long decode minus a short one
             prof = []
             for n in (8, 8, 8 + PROFILE_TOKENS):   # the first is thrown away: a profiler's first start stretches the run it profiles
@@ -217,7 +218,7 @@ def targets(rec: dict, tau_head: float = None) -> list:
     vl, hd = 'Qwen3.5-27B/fp8-target/bf16/k3', 'Qwen3.5-27B/fp8-target/fp8-head/k3'
     if ok(vl, hd, base):
         th = tau_ratio() if tau_head is None else tau_head
-        st = lambda n: R[n]['batches']['1']['step_ms']
+        st = lambda n: step_ms(R[n]['batches']['1'])
         bf_step = bf16_draft_step(rec, '1')
         v = th * bf_step / st(hd)
         rows = R[hd]['settings']['head_rows']
@@ -231,11 +232,16 @@ def targets(rec: dict, tau_head: float = None) -> list:
                           value=None, met=False, detail=None))
     return out
 
+def step_ms(row: dict) -> float:
+    """A batch's decode step, ms: timed one at a time in the worker where the run has it (`worker_step_ms`), else the
+    wall-clock difference of two decodes over their steps (`step_ms`; runs before b571924)."""
+    return row.get('worker_step_ms') or row['step_ms']
+
 def swapped_step(rec: dict, base: str, draft: str, b: str) -> float:
     """Modelled ms of a decode step at batch `b`: run `base`'s step with its draft time replaced by run `draft`'s (both of
     one k: the verify and vLLM's scheduling between them are the same code)."""
     s, d = (rec['runs'][n]['batches'][b] for n in (base, draft))
-    return s['step_ms'] - s['draft_ms'] + d['draft_ms']
+    return step_ms(s) - s['draft_ms'] + d['draft_ms']
 
 def bf16_draft_step(rec: dict, b: str, model: str = 'Qwen3.5-27B') -> float:
     """Modelled ms of a decode step at batch `b` under the FP8 target with vLLM's BF16 draft: vLLM's online FP8 quantizes its

@@ -36,6 +36,7 @@ DRAFTS = {'bf16': {}, 'fp8': FP8, 'fp8-head': FP8, 'fp8-head-window': FP8 | {'MT
 # FP8 head's argmax kernel, no vocabulary-wide logits), as the plugin page tells users to serve it
 SPEC_OPTS = {d: {'use_local_argmax_reduction': True} for d in DRAFTS if 'head' in d}
 PROFILE_TOKENS = 16   # decode steps profiled (`--profile`): a profiled decode of 8 + 16 tokens minus one of 8, so the prefill cancels
+COLD_S = 340   # a model's first engine on a machine, H200: ~230 s start (Triton kernels compiled and autotuned) + ~100 s timed
 CAPTURE = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320]   # CUDA-graph batch sizes: every B × (k+1) of the sweep
 
 def served_dir(name: str, out: Path, head_rows: int = 0) -> Path:
@@ -301,6 +302,8 @@ def main(argv=None):
     ap.add_argument('--profile', nargs='*', type=int, default=[], help='batch sizes to profile after timing (torch.profiler in the worker)')
     ap.add_argument('--budget', type=float, default=None, help='seconds: start no engine that would end past this')
     ap.add_argument('--estimate', type=float, default=None, help="seconds one engine takes, for --budget (default: the longest so far)")
+    ap.add_argument('--cold-estimate', type=float, default=COLD_S, help="seconds for --budget of a model's first engine under this --work "
+                    "(no Triton kernel of its shapes compiled yet)")
     ap.add_argument('--config-dir', default=None, help='read NAME/config.json from here instead of tests/fixtures/checkpoints')
     a = ap.parse_args(argv)
     global CONFIGS
@@ -321,7 +324,9 @@ def main(argv=None):
     t_start, longest = time.time(), 0.0
     for m, t, d, k in runs:
         name = f'{m}/{t}-target/{d}/k{k}'
-        if a.budget and time.time() - t_start + (a.estimate or longest) > a.budget:
+        est = a.estimate or longest
+        if not (work / 'warm' / m).exists(): est = max(est, a.cold_estimate)   # its Triton kernels compile and autotune afresh
+        if a.budget and time.time() - t_start + est > a.budget:
             print(f'{name}: not started ({a.budget:.0f} s budget)', flush=True); continue
         mdir = served_dir(m, work / f'{m}-head' if 'head' in d else work / m, a.head_rows if 'head' in d else 0)
         cache_root = work / 'vllm-cache' / name.replace('/', '--')   # each engine compiles afresh: no artifact of another run
@@ -351,6 +356,7 @@ def main(argv=None):
         else:
             rec['runs'][name] = json.loads(op.read_text()) | {'total_s': round(time.time() - t0, 1)}
             print(f"  start {rec['runs'][name]['start_s']} s, total {time.time() - t0:.0f} s", flush=True)
+            (work / 'warm').mkdir(exist_ok=True); (work / 'warm' / m).touch()
         longest = max(longest, time.time() - t0)
         rec['runs'][name]['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
         rec['runs'][name]['start_breakdown'] = start_breakdown(p.stdout + p.stderr)

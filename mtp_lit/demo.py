@@ -162,11 +162,12 @@ class DraftInspector:
 
     def mtp_lit_time_steps(self, action: str = 'start') -> list:
         """Time the engine's steps on the GPU stream: a mark at the start of every `execute_model` of the runner (`time_calls`).
-        'start' wraps it; 'read' returns [ms to the next step's start, scheduled tokens] of each step since the last read:
+        'start' wraps it; 'read' returns [ms to the next step's start, [scheduled tokens, requests]] of each step since the last read:
         a decode step's whole time (verify, draft, vLLM's work and the GPU's idle gaps between them), one step at a time."""
         r = self.model_runner
         if action == 'read': return read_calls(r, 'execute_model', period=True)
-        def tokens(scheduler_output, *a, **kw): return int(scheduler_output.total_num_scheduled_tokens)
+        def tokens(scheduler_output, *a, **kw):
+            return [int(scheduler_output.total_num_scheduled_tokens), len(scheduler_output.num_scheduled_tokens)]
         return time_calls(r, 'execute_model', size=tokens)
 
     def mtp_lit_profile(self, action: str = 'start', top: int = 30) -> dict:

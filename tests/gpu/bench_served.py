@@ -15,8 +15,8 @@ draft's share is timed inside the worker: CUDA events around every call of the r
 runner's `_model_forward` (`mtp_lit_time_target`), median over the timed runs' forwards of B·(k+1) tokens as vLLM pads them
 (the verify; `padded` with the engine's CUDA-graph sizes); the step minus the two is vLLM's own work around them (scheduling, sampling, inputs).
 The step is also timed one at a time in the worker (`worker_step_ms`: a CUDA event at the start of every `execute_model`,
-`DraftInspector.mtp_lit_time_steps`; median over the timed runs' steps of all B sequences, start to the next step's start),
-which no prefill or end of a decode enters.
+`DraftInspector.mtp_lit_time_steps`; median over the timed runs' steps of B requests and B(k+1) tokens, start to the next
+step's start: no prefill chunk enters; `worker_steps` keeps every period, per timed decode).
 Random weights accept almost no draft token, so every step emits one token per sequence; decode speed at a real acceptance
 length τ is τ / step time (the benchmark page).
 Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head` (+ a draft head of `--head-rows` rows),
@@ -129,7 +129,10 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         _decode(llm, ps, 8 + tokens)   # warm-up over every position the timed runs reach: graphs, Triton kernels, JIT
         llm.collective_rpc('mtp_lit_time_target', args=('read',))   # the warm-up's forwards are not timed ones
         llm.collective_rpc('mtp_lit_time_steps', args=('read',))
-        short, long = zip(*[(_decode(llm, ps, 8), _decode(llm, ps, 8 + tokens)) for _ in range(2)])
+        def timed(n):   # a timed decode, and the worker's periods of its steps of all b sequences (b requests, b (k+1) tokens)
+            return _decode(llm, ps, n), [ms for ms, s in llm.collective_rpc('mtp_lit_time_steps', args=('read',))[0] if s == [b * (k + 1), b]]
+        runs = [timed(n) for _ in range(2) for n in (8, 8 + tokens)]   # short, long, short, long
+        short, long = [r for r, _ in runs[0::2]], [r for r, _ in runs[1::2]]
         (ts, ds), (tl, dl) = min(short), min(long)   # the faster of two repeats: a stray host stall is not a step time
         row = {'decode_s': tl - ts}
         if k:
@@ -145,9 +148,9 @@ def engine_bench(model: str, k: int, target: str, batches: list, prompt: int, to
         row['target_ms'], row['target_tokens'] = (median(verify) if timed_target and verify else None), nv
         row['target_spread'] = spread(verify) if timed_target else None
         # the step timed in the worker, one at a time: start of a decode step of all b sequences to the next step's start
-        periods = [ms for ms, n in llm.collective_rpc('mtp_lit_time_steps', args=('read',))[0] if n == b * (k + 1)]
+        periods = [ms for _, p in runs for ms in p]
         row['worker_step_ms'], row['worker_step_spread'] = (median(periods), spread(periods)) if periods else (None, None)
-        row['worker_steps'] = [round(ms, 3) for ms in periods]   # every one, in order: a step time of two modes shows here
+        row['worker_steps'] = [[round(ms, 3) for ms in p] for _, p in runs]   # per timed decode, in order: two modes would show here
         if b in profile:   # where the GPU time of PROFILE_TOKENS decode steps goes: a profiled long decode minus a short one
             prof = []
             for n in (8, 8, 8 + PROFILE_TOKENS):   # the first is thrown away: a profiler's first start stretches the run it profiles

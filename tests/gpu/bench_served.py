@@ -203,11 +203,11 @@ def tau_ratio(K_frac=8, path=TAU_BY_HEAD) -> float:
 
 TAU_BY_K = ROOT / 'nbs' / 'results' / 'tau_by_k.json'   # τ of the trained tiny checkpoint for each k, full head and V/8 rows (vLLM CPU)
 
-def tau_ratio_k(k: int, K_frac=8, path=TAU_BY_K) -> float:
-    "τ with a draft head of V/`K_frac` rows over τ with the full head at `k` speculative tokens (the trained tiny checkpoint in vLLM)."
+def tau_ratio_k(K_frac=8, path=TAU_BY_K) -> dict:
+    "{k: τ with a draft head of V/`K_frac` rows over τ with the full head} for every k the trained tiny checkpoint was served with in vLLM."
     t = {(r['K'], r['k']): r['mean_acceptance_length'] for r in json.loads(Path(path).read_text()) if r.get('K')}
     V = max(K for K, _ in t)
-    return t[V // K_frac, k] / t[V, k]
+    return {k: t[V // K_frac, k] / t[V, k] for K, k in t if K == V and (V // K_frac, k) in t}
 
 def targets(rec: dict, tau_head: float = None) -> list:
     """The benchmark's three targets, from a record: [{'target', 'goal', 'value', 'met', 'detail'}], `value` None where the
@@ -234,17 +234,20 @@ def targets(rec: dict, tau_head: float = None) -> list:
         bf_step = bf16_draft_step(rec, '1')
         v = th * bf_step / st(hd)
         rows = R[hd]['settings']['head_rows']
+        tk = tau_ratio_k() if tau_head is None else None   # an explicit tau_head has no k: then k = 3 alone
         ks = sorted(int(n.rsplit('/k', 1)[1]) for n in R if n.startswith('Qwen3.5-27B/fp8-target/fp8-head/k'))
-        by_k = {k: tau_ratio_k(k) * swapped_step(rec, f'Qwen3.5-27B/fp8-target/bf16/k{k}', f'Qwen3.5-27B/bf16-target/bf16/k{k}', '1')
-                   / st(f'Qwen3.5-27B/fp8-target/fp8-head/k{k}') for k in ks
-                if ok(*(f'Qwen3.5-27B/{n}/k{k}' for n in ('fp8-target/bf16', 'bf16-target/bf16', 'fp8-target/fp8-head')))}
+        by_k = {k: tk[k] * swapped_step(rec, f'Qwen3.5-27B/fp8-target/bf16/k{k}', f'Qwen3.5-27B/bf16-target/bf16/k{k}', '1')
+                   / st(f'Qwen3.5-27B/fp8-target/fp8-head/k{k}') for k in ks if tk and k in tk
+                and ok(*(f'Qwen3.5-27B/{n}/k{k}' for n in ('fp8-target/bf16', 'bf16-target/bf16', 'fp8-target/fp8-head')))}
+        wall = lambda k: not all(R[f'Qwen3.5-27B/{n}/k{k}']['batches']['1'].get('worker_step_ms') for n in ('fp8-target/bf16', 'fp8-target/fp8-head'))
         out.append(dict(target='27B decode, FP8 target, B = 1: FP8 + truncated draft vs BF16-draft MTP (modelled step)', goal='>= 1.25x', value=v,
                         met=v >= 1.25, detail=f'step {st(hd):.2f} ms vs {bf_step:.2f} ms (modelled: vLLM FP8-draft step {st(vl):.2f} ms with the BF16 '
                         f'draft time put back), x tau ratio {th:.3f} (the trained tiny checkpoint at K = V/8; the served head is V/'
                         f"{rec_vocab(hd) / rows:.1f}); vs vLLM's own FP8 draft (both steps measured, in two engines): {th * st(vl) / st(hd):.3f}x; "
                         f"both steps modelled on vLLM's FP8-draft engine (each draft's own time): {th * bf_step / swapped_step(rec, vl, hd, '1'):.3f}x; "
                         f'a draft of no cost would give {bf_step / (bf_step - D(base, 1)):.3f}x'
-                        + (f"; at each served k (its own tau ratio): {', '.join(f'k = {k}: {x:.3f}x' for k, x in by_k.items())}" if len(by_k) > 1 else '')))
+                        + (f"; at each served k (its own tau ratio; w: a wall-clock step): {', '.join(f'k = {k}: {x:.3f}x' + 'w' * wall(k) for k, x in by_k.items())}"
+                           if len(by_k) > 1 else '')))
     else: out.append(dict(target='27B decode, FP8 target, B = 1: FP8 + truncated draft vs BF16-draft MTP', goal='>= 1.25x',
                           value=None, met=False, detail=None))
     return out

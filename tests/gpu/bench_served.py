@@ -193,14 +193,6 @@ def environment() -> dict:
             'mode': 'torch.compile + CUDA graphs (vLLM defaults)' if p else 'eager (vLLM CPU)',
             'VLLM_USE_V2_MODEL_RUNNER': os.environ.get('VLLM_USE_V2_MODEL_RUNNER')}
 
-TAU_BY_HEAD = ROOT / 'nbs' / 'results' / 'draft_vocab.json'   # τ of the trained tiny checkpoint for each draft-head size K (vLLM CPU)
-
-def tau_ratio(K_frac=8, path=TAU_BY_HEAD) -> float:
-    "τ with a draft head of V/`K_frac` rows over τ with the full head, as vLLM serves the trained tiny checkpoint (the head's loss)."
-    runs = {r['K']: r['mean_acceptance_length'] for r in json.loads(Path(path).read_text()) if r.get('K')}
-    V = max(runs)
-    return runs[V // K_frac] / runs[V]
-
 TAU_BY_K = ROOT / 'nbs' / 'results' / 'tau_by_k.json'   # τ of the trained tiny checkpoint for each k, full head and V/8 rows (vLLM CPU)
 
 def tau_ratio_k(K_frac=8, path=TAU_BY_K) -> dict:
@@ -211,7 +203,7 @@ def tau_ratio_k(K_frac=8, path=TAU_BY_K) -> dict:
 
 def targets(rec: dict, tau_head: float = None) -> list:
     """The benchmark's three targets, from a record: [{'target', 'goal', 'value', 'met', 'detail'}], `value` None where the
-    record lacks a run. `tau_head` (default `tau_ratio()`) scales decode speed for the truncated head's lower acceptance."""
+    record lacks a run. `tau_head` (default `tau_ratio_k()[3]`) scales decode speed for the truncated head's lower acceptance."""
     R, D = rec['runs'], lambda n, b: R[n]['batches'][str(b)]['draft_ms']
     ok = lambda *ns: all(n in R and 'batches' in R[n] for n in ns)
     out = []
@@ -229,12 +221,12 @@ def targets(rec: dict, tau_head: float = None) -> list:
                     + (' (* timed before the path served now: superseded)' if old else '')))
     vl, hd = 'Qwen3.5-27B/fp8-target/bf16/k3', 'Qwen3.5-27B/fp8-target/fp8-head/k3'
     if ok(vl, hd, base):
-        th = tau_ratio() if tau_head is None else tau_head
+        tk = tau_ratio_k() if tau_head is None else None   # an explicit tau_head has no k: then k = 3 alone
+        th = tk[3] if tk else tau_head
         st = lambda n: step_ms(R[n]['batches']['1'])
         bf_step = bf16_draft_step(rec, '1')
         v = th * bf_step / st(hd)
         rows = R[hd]['settings']['head_rows']
-        tk = tau_ratio_k() if tau_head is None else None   # an explicit tau_head has no k: then k = 3 alone
         ks = sorted(int(n.rsplit('/k', 1)[1]) for n in R if n.startswith('Qwen3.5-27B/fp8-target/fp8-head/k'))
         by_k = {k: tk[k] * swapped_step(rec, f'Qwen3.5-27B/fp8-target/bf16/k{k}', f'Qwen3.5-27B/bf16-target/bf16/k{k}', '1')
                    / st(f'Qwen3.5-27B/fp8-target/fp8-head/k{k}') for k in ks if tk and k in tk

@@ -592,12 +592,30 @@ def moe_sum(y, # routed-expert outputs [M, top_k, N], as `moe_linear` returns th
 
 
 # %% ../nbs/06b_kernels.ipynb #43dd70f1
+import inspect
 from typing import Optional
+from torch._library.custom_ops import OPDEFS   # torch's registry of the live custom op of each name
 
 def opaque_op(name: str # the op's name, `namespace::op`
              ):
-    "`torch.library.custom_op(name, mutates_args=())`, keeping the function's name, signature and docstring for `help` and the docs."
-    return lambda fn: functools.wraps(fn)(torch.library.custom_op(name, mutates_args=())(fn))
+    """`torch.library.custom_op(name, mutates_args=())`, keeping the function's name, signature and docstring for `help` and the docs.
+    Registered once per process: a later definition of `name` (this cell run again after `import mtp_lit`) puts its body in
+    the live op. Raises ValueError when that definition's signature differs from the op's."""
+    def deco(fn):
+        live = OPDEFS.get(name)
+        if live is not None and hasattr(live, '_mtp_lit_body'):
+            old = inspect.signature(live._mtp_lit_body[0])
+            if inspect.signature(fn) != old:
+                raise ValueError(f"{name} is registered in this process with the signature {old}; a definition with "
+                                 f"{inspect.signature(fn)} needs a new process")
+            live._mtp_lit_body[0] = fn
+            return functools.wraps(fn)(live)
+        body = [fn]
+        def run(*args, **kwargs): return body[0](*args, **kwargs)
+        op = torch.library.custom_op(name, mutates_args=())(functools.wraps(fn)(run))
+        op._mtp_lit_body = body
+        return functools.wraps(fn)(op)
+    return deco
 
 @opaque_op('mtp_lit::fp8_linear')
 def fp8_linear_op(x: torch.Tensor, qweight: torch.Tensor, scale: Optional[torch.Tensor] = None,

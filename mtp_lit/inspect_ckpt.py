@@ -144,7 +144,8 @@ def vllm_draft_key(config: dict) -> tuple[str, int | None] | None:
         from vllm.config.speculative import SpeculativeConfig
         from vllm import ModelRegistry
     except Exception: return None
-    logging.getLogger('transformers').setLevel(logging.ERROR)
+    tf = logging.getLogger('transformers'); level = tf.level
+    tf.setLevel(logging.ERROR)   # its warnings about a bare PretrainedConfig, for this call only
     try:
         c = PretrainedConfig(**copy.deepcopy(config)); c.model_type = config.get('model_type', '')
         if isinstance(config.get('text_config'), dict):
@@ -152,6 +153,7 @@ def vllm_draft_key(config: dict) -> tuple[str, int | None] | None:
         out = SpeculativeConfig.hf_config_override(c)
         key = (out.architectures or [''])[0]
     except Exception: return None
+    finally: tf.setLevel(level)
     if 'MTP' not in key or key not in ModelRegistry.get_supported_archs(): return None
     k = getattr(out, 'n_predict', None)
     return key, k if isinstance(k, int) and not isinstance(k, bool) else None

@@ -48,14 +48,12 @@ def fill_registry_gaps(registry) -> list:
     return added
 
 # %% ../nbs/06a_vllm_compat.ipynb #56d7ddc0
-_ORIGINAL = None
-
 def mtp_text_rewrite(hf_config):
     "vLLM's draft config rewrite, with the text-only Qwen3.5 model types taking their multimodal twin's rewrite."
     from vllm.config.speculative import SpeculativeConfig
     twin = MTP_TEXT_TYPES.get(getattr(hf_config, 'model_type', None))
     if twin: hf_config.model_type = twin
-    return (_ORIGINAL or SpeculativeConfig.hf_config_override)(hf_config)
+    return getattr(SpeculativeConfig, '_mtp_lit_original', SpeculativeConfig.hf_config_override)(hf_config)
 
 def _rewrites_text_types(override) -> bool:
     from transformers import PretrainedConfig
@@ -65,11 +63,10 @@ def _rewrites_text_types(override) -> bool:
 
 def fill_mtp_rewrite_gap() -> bool:
     "Install `mtp_text_rewrite` when vLLM's own rewrite leaves `qwen3_5_text` alone; returns whether it was installed."
-    global _ORIGINAL
     from vllm.config.speculative import SpeculativeConfig
     current = SpeculativeConfig.hf_config_override
     if current is mtp_text_rewrite or _rewrites_text_types(current): return False
-    _ORIGINAL = current
+    SpeculativeConfig._mtp_lit_original = staticmethod(current)
     SpeculativeConfig.hf_config_override = staticmethod(mtp_text_rewrite)
     return True
 

@@ -598,9 +598,7 @@ from torch._library.custom_ops import OPDEFS   # torch's registry of the live cu
 
 def opaque_op(name: str # the op's name, `namespace::op`
              ):
-    """`torch.library.custom_op(name, mutates_args=())`, keeping the function's name, signature and docstring for `help` and the docs.
-    Registered once per process: a later definition of `name` (this cell run again after `import mtp_lit`) puts its body in
-    the live op. Raises ValueError when that definition's signature differs from the op's."""
+    "`torch.library.custom_op(name, mutates_args=())` keeping the function's name, signature and docstring; once per process (a later definition of `name` runs its body in the live op; another signature raises ValueError)."
     def deco(fn):
         live = OPDEFS.get(name)
         if live is not None and hasattr(live, '_mtp_lit_body'):

@@ -195,9 +195,13 @@ def environment() -> dict:
 
 TAU_BY_K = ROOT / 'nbs' / 'results' / 'tau_by_k.json'   # τ of the trained tiny checkpoint for each k, full head and V/8 rows (vLLM CPU)
 
+def tau_by_k(path=TAU_BY_K) -> dict:
+    "{(K, k): τ} of the trained tiny checkpoint served in vLLM with a K-row draft head at k speculative tokens (the largest K: the full head)."
+    return {(r['K'], r['k']): r['mean_acceptance_length'] for r in json.loads(Path(path).read_text()) if r.get('K')}
+
 def tau_ratio_k(K_frac=8, path=TAU_BY_K) -> dict:
     "{k: τ with a draft head of V/`K_frac` rows over τ with the full head} for every k the trained tiny checkpoint was served with in vLLM."
-    t = {(r['K'], r['k']): r['mean_acceptance_length'] for r in json.loads(Path(path).read_text()) if r.get('K')}
+    t = tau_by_k(path)
     V = max(K for K, _ in t)
     return {k: t[V // K_frac, k] / t[V, k] for K, k in t if K == V and (V // K_frac, k) in t}
 
@@ -227,10 +231,7 @@ def targets(rec: dict, tau_head: float = None) -> list:
         bf_step = bf16_draft_step(rec, '1')
         v = th * bf_step / st(hd)
         rows = R[hd]['settings']['head_rows']
-        ks = sorted(int(n.rsplit('/k', 1)[1]) for n in R if n.startswith('Qwen3.5-27B/fp8-target/fp8-head/k'))
-        by_k = {k: tk[k] * swapped_step(rec, f'Qwen3.5-27B/fp8-target/bf16/k{k}', f'Qwen3.5-27B/bf16-target/bf16/k{k}', '1')
-                   / st(f'Qwen3.5-27B/fp8-target/fp8-head/k{k}') for k in ks if tk and k in tk
-                and ok(*(f'Qwen3.5-27B/{n}/k{k}' for n in ('fp8-target/bf16', 'bf16-target/bf16', 'fp8-target/fp8-head')))}
+        by_k = head_gain_k(rec, tk) if tk else {}
         wall = lambda k: not all(R[f'Qwen3.5-27B/{n}/k{k}']['batches']['1'].get('worker_step_ms') for n in ('fp8-target/bf16', 'fp8-target/fp8-head'))
         out.append(dict(target='27B decode, FP8 target, B = 1: FP8 + truncated draft vs BF16-draft MTP (modelled step)', goal='>= 1.25x', value=v,
                         met=v >= 1.25, detail=f'step {st(hd):.2f} ms vs {bf_step:.2f} ms (modelled: vLLM FP8-draft step {st(vl):.2f} ms with the BF16 '
@@ -255,10 +256,18 @@ def swapped_step(rec: dict, base: str, draft: str, b: str) -> float:
     s, d = (rec['runs'][n]['batches'][b] for n in (base, draft))
     return step_ms(s) - s['draft_ms'] + d['draft_ms']
 
-def bf16_draft_step(rec: dict, b: str, model: str = 'Qwen3.5-27B') -> float:
+def bf16_draft_step(rec: dict, b: str, model: str = 'Qwen3.5-27B', k: int = 3) -> float:
     """Modelled ms of a decode step at batch `b` under the FP8 target with vLLM's BF16 draft: vLLM's online FP8 quantizes its
     own draft too, so this is the FP8 target's step with vLLM's FP8 draft time replaced by its BF16 draft time (BF16 target)."""
-    return swapped_step(rec, f'{model}/fp8-target/bf16/k3', f'{model}/bf16-target/bf16/k3', b)
+    return swapped_step(rec, f'{model}/fp8-target/bf16/k{k}', f'{model}/bf16-target/bf16/k{k}', b)
+
+def head_gain_k(rec: dict, tk: dict = None, b: str = '1') -> dict:
+    """{k: decode speed of mtp_lit's FP8 + truncated draft over BF16-draft MTP} for the 27B FP8 target at batch `b`, each k
+    served with all three engines: the head engine's step as measured over `bf16_draft_step`, times the τ ratio (`tk`, default `tau_ratio_k()`)."""
+    R, tk = rec['runs'], tau_ratio_k() if tk is None else tk
+    n = lambda d, k: f'Qwen3.5-27B/{d}/k{k}'
+    ks = sorted(k for k in tk if all(n(d, k) in R and 'batches' in R[n(d, k)] for d in ('fp8-target/bf16', 'bf16-target/bf16', 'fp8-target/fp8-head')))
+    return {k: tk[k] * bf16_draft_step(rec, b, k=k) / step_ms(R[n('fp8-target/fp8-head', k)]['batches'][b]) for k in ks}
 
 def rec_vocab(name: str) -> int:
     "The vocabulary of a run's model, from its real config.json."

@@ -670,3 +670,87 @@ def _vllm_fused_vs_loop(dm, q13, s13, q2, s2, block, T, on_input, g):
         ep = fp8_moe(x, q13[:E // 2], s13[:E // 2], q2[:E // 2], s2[:E // 2], tw, ids, block, expert_map=emap)
         ref = fp8_moe(x, q13, s13, q2, s2, tw * (ids < E // 2).float(), ids, block)
         assert ((ep.double() - ref.double()).norm() / ref.double().norm()).item() < 6e-2
+
+
+# ---- the routed experts of a few tokens in one launch (`moe_fused`; off in the plugin until timed: MTP_LIT_MOE_FUSED_MAX_M)
+
+from mtp_lit.kernels import moe_fused, MoEFusedConfig, _moe_acc, split_counters  # noqa: E402
+
+
+def _fused_reference(x, q13, s13, q2, s2, w, ids, block, act='silu', interleaved=False):
+    "float64 on the dequantized experts, gate/up and the activation rounded to bf16 as every path rounds them."
+    from mtp_lit.fp8 import dequantize_fp8
+    W13, W2 = (dequantize_fp8(q, s, block or (128, 128), torch.float64) for q, s in ((q13, s13), (q2, s2)))
+    y = torch.zeros(x.shape[0], W2.shape[1], dtype=torch.float64, device='cuda')
+    for t in range(x.shape[0]):
+        for j in range(ids.shape[1]):
+            e = int(ids[t, j])
+            if e < 0: continue
+            gu = (W13[e] @ x[t].double()).bfloat16().double()
+            g, u = (gu[::2], gu[1::2]) if interleaved else gu.chunk(2)
+            if act == 'silu': h = torch.nn.functional.silu(g) * u
+            else: g, u = g.clamp(max=7.0), u.clamp(-7.0, 7.0); h = g * torch.sigmoid(1.702 * g) * (u + 1.0)
+            y[t] += float(w[t, j]) * (W2[e] @ h.bfloat16().double())
+    return y
+
+
+@pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
+@pytest.mark.parametrize('E,H,I,k', [(64, 2048, 512, 8), (12, 1000, 96, 3)])   # Qwen3.5-35B-A3B's expert shape; odd tails
+@pytest.mark.parametrize('M', [1, 7, 64])
+def test_moe_fused_vs_float64(scheme, E, H, I, k, M):
+    "One launch against float64 for every scale layout, tails of H and I, an expert shared by tokens, a slot on another rank; the accumulator and counter left zero."
+    from mtp_lit.draft_moe import quantize_experts
+    g = gen()
+    block = ((32, 32) if I % 128 else (128, 128)) if scheme == 'block' else None
+    q13, s13 = quantize_experts(rand(E, 2 * I, H, g=g, std=H ** -0.5, outliers=8).bfloat16(), scheme, block, shards=2)
+    q2, s2 = quantize_experts(rand(E, H, I, g=g, std=I ** -0.5, outliers=8).bfloat16(), scheme, block)
+    x = rand(M, H, g=g, mean=0.1, outliers=2).bfloat16()
+    ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(M)]).int()
+    if M > 1: ids[-1, 0] = -1
+    w = torch.rand(M, k, device='cuda', generator=g)
+    poison()
+    for act, inter in (('silu', False), ('swiglu', True)):
+        y = moe_fused(x, q13, s13, q2, s2, w, ids, block_size=block, act=act, swiglu=(7.0, 1.702, 1.0), interleaved=inter)
+        assert rel(y, _fused_reference(x, q13, s13, q2, s2, w, ids, block, act, inter)) < 1e-2
+    torch.cuda.synchronize()
+    assert int(_moe_acc(x.device, 1).count_nonzero()) == 0 and int(split_counters(x.device).count_nonzero()) == 0
+
+
+@pytest.mark.parametrize('cfg', [MoEFusedConfig(), MoEFusedConfig(BI=16, BK=128, BN=64, WCVT=1, num_warps=8, num_stages=3),
+                                 MoEFusedConfig(BI=64, BK=512, BN=256, WCVT=0)])
+def test_moe_fused_configs_in_a_cuda_graph(cfg):
+    "Captured once and replayed with new tokens and routing: close to the eager launch (the atomics' order may differ), for the configs a tuner would try."
+    from mtp_lit.draft_moe import quantize_experts
+    g = gen()
+    E, H, I, k, M = 64, 2048, 512, 8, 4
+    q13, s13 = quantize_experts(rand(E, 2 * I, H, g=g, std=H ** -0.5).bfloat16(), 'per-channel', shards=2)
+    q2, s2 = quantize_experts(rand(E, H, I, g=g, std=I ** -0.5).bfloat16(), 'per-channel')
+    x = rand(M, H, g=g).bfloat16()
+    ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(M)]).int()
+    w = torch.rand(M, k, device='cuda', generator=g)
+    moe_fused(x, q13, s13, q2, s2, w, ids, config=cfg); torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): out = moe_fused(x, q13, s13, q2, s2, w, ids, config=cfg)
+    for _ in range(3):
+        x.copy_(rand(M, H, g=g).bfloat16())
+        ids.copy_(torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(M)]).int())
+        graph.replay(); torch.cuda.synchronize()
+        assert rel(out, moe_fused(x, q13, s13, q2, s2, w, ids, config=cfg).double()) < 2e-3
+
+
+def test_fp8_moe_takes_the_fused_path_below_the_threshold(monkeypatch):
+    "With MTP_LIT_MOE_FUSED_MAX_M = 16 fp8_moe (the plugin's op) runs moe_fused up to 16 tokens and vLLM's fused MoE above; both near each other."
+    pytest.importorskip('vllm.model_executor.layers.fused_moe.fused_moe')
+    import mtp_lit.draft_moe as dm
+    g = gen()
+    q13, s13, q2, s2, block = _experts('per-channel', E=64, H=2048, I=512, g=g)
+    for M in (1, 16, 17):
+        x = rand(M, 2048, g=g).bfloat16()
+        ids = torch.stack([torch.randperm(64, device='cuda', generator=g)[:8] for _ in range(M)]).int()
+        tw = torch.rand(M, 8, device='cuda', generator=g)
+        monkeypatch.setenv('MTP_LIT_MOE_FUSED_MAX_M', '16')
+        assert dm.fused_experts_ok(x) == (M <= 16)
+        y = fp8_moe_op(x, q13, s13, q2, s2, tw, ids)
+        monkeypatch.setenv('MTP_LIT_MOE_FUSED_MAX_M', '0')
+        ref = fp8_moe_op(x, q13, s13, q2, s2, tw, ids)   # vLLM's fused MoE (W8A8): activations in e4m3
+        assert rel(y, ref.double()) < 5e-2

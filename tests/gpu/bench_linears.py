@@ -2,6 +2,7 @@
 
     python tests/gpu/bench_linears.py --out nbs/bench/h200_linears.json
     python tests/gpu/bench_linears.py --scheme block --out nbs/bench/h200_linears_block.json
+    python tests/gpu/bench_linears.py --experts-only --out /tmp/experts.json
 
 For each Qwen3.5-27B MTP linear, the 40 960-row draft head, and M in 1 ... 256 tokens (a decode step of B sequences
 drafts its first proposal on B(k+1) tokens): `fp8_linear` as the plugin calls it (e4m3 with `--scheme` scales, per-channel
@@ -11,7 +12,7 @@ the Triton kernel with the config tuned for accumulation into float32 (`use='acc
 cuBLAS in BF16 (`F.linear`: vLLM's unquantized draft), and vLLM's own FP8 linear (dynamic per-token e4m3 activations,
 `cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs; under 128 x 128 block scales per-token-group activations
 and CUTLASS's block FP8, what vLLM runs for a block-FP8 checkpoint). With per-channel scales, for the Qwen3.5-35B-A3B MTP layer's routed experts
-(E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), `moe_fused` (one launch; M <= 64),
+(E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), `moe_fused` (one launch; M <= 64; its default config and four around it),
 the grouped `moe_linear` path alone, and vLLM's fused-MoE kernel in BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
 enough weight copies, or routings, that L2 serves nothing), with the bytes each call must read for the roofline."""
 import argparse, functools, json, math, time
@@ -61,7 +62,10 @@ def dense_rows(shapes, Ms, scheme='per-channel', log=print):
 def moe_rows(E, top_k, H, I, Ms, log=print):
     from mtp_lit.draft_moe import fp8_moe, quantize_experts, _grouped_moe, MoEActivation
     from vllm.model_executor.layers.fused_moe import fused_moe  # noqa: F401  (registers torch.ops.vllm.fused_experts)
-    from mtp_lit.kernels import time_graph, moe_fused
+    from mtp_lit.kernels import time_graph, moe_fused, MoEFusedConfig
+    FUSED = {'mtp_lit_fused': MoEFusedConfig(), 'mtp_lit_fused_bi16': MoEFusedConfig(BI=16),   # the default, and the tiles around it
+             'mtp_lit_fused_bi64': MoEFusedConfig(BI=64), 'mtp_lit_fused_bi128': MoEFusedConfig(BI=128, BK=128),
+             'mtp_lit_fused_w8': MoEFusedConfig(num_warps=8)}
     g = torch.Generator(device='cuda').manual_seed(1)
     w13 = torch.randn(E, 2 * I, H, device='cuda', generator=g).bfloat16() * H ** -0.5
     w2 = torch.randn(E, H, I, device='cuda', generator=g).bfloat16() * I ** -0.5
@@ -75,7 +79,8 @@ def moe_rows(E, top_k, H, I, Ms, log=print):
         tw = torch.rand(M, top_k, device='cuda', generator=g).softmax(-1)
         act = MoEActivation.SILU
         t = {'mtp_lit': [functools.partial(fp8_moe, x, q13, s13, q2, s2, tw, i) for i in ids],
-             'mtp_lit_fused': [functools.partial(moe_fused, x, q13, s13, q2, s2, tw, i) for i in ids] if M <= 64 else [],
+             **{k: [functools.partial(moe_fused, x, q13, s13, q2, s2, tw, i, config=c) for i in ids] if M <= 64 else []
+                for k, c in FUSED.items()},
              'mtp_lit_grouped': [functools.partial(_grouped_moe, x, q13, s13, q2, s2, tw, i.long(), None, act, False) for i in ids],
              'bf16': [functools.partial(torch.ops.vllm.fused_experts, hidden_states=x, w1=w13, w2=w2, topk_weights=tw, topk_ids=i) for i in ids]}
         used = float(torch.stack([torch.bincount(i.flatten().long(), minlength=E) > 0 for i in ids]).float().sum(-1).mean())
@@ -95,6 +100,7 @@ def main(argv=None):
     ap.add_argument('--Ms', nargs='*', type=int, default=list(MS))
     ap.add_argument('--scheme', default='per-channel', choices=['per-tensor', 'per-channel', 'block'],
                     help="the weights' scales (128 x 128 blocks for 'block'); the routed experts are timed with 'per-channel' only")
+    ap.add_argument('--experts-only', action='store_true', help='only the routed experts (per-channel), not the dense linears')
     a = ap.parse_args(argv)
     import vllm
     from mtp_lit.bench import measure_bandwidth   # the read roofline, measured in the same run
@@ -105,7 +111,7 @@ def main(argv=None):
     rec = {'environment': {'device': torch.cuda.get_device_name(), 'torch': torch.__version__, 'vllm': vllm.__version__,
                            'cuda': torch.version.cuda, 'date': time.strftime('%Y-%m-%d')},
            'bandwidth': measure_bandwidth(), 'scheme': f"{a.scheme} e4m3 weights, bf16 activations"}
-    rec['rows'] = dense_rows(dense, a.Ms, a.scheme)
+    rec['rows'] = [] if a.experts_only else dense_rows(dense, a.Ms, a.scheme)
     if a.scheme == 'per-channel':
         m = s35['moe']
         rec['rows'] += moe_rows(m['num_experts'], m['top_k'], s35['hidden_size'], m['moe_intermediate_size'], a.Ms)

@@ -385,7 +385,8 @@ def moe_fused_kernel(x_ptr, w13_ptr, s13_ptr, w2_ptr, s2_ptr, ids_ptr, wt_ptr, a
                      BN: tl.constexpr, SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
                      ACT: tl.constexpr, INTERLEAVED: tl.constexpr, WEIGHT_IN: tl.constexpr,
                      WCVT: tl.constexpr, DOT_F32: tl.constexpr, E=0):
-    """out[m] = sum over the slots j of token m of wt[m, j] * w2[e] @ act(w13[e] @ x[m]) with e = ids[m, j], in one launch.
+    """out[m] = sum over the slots j of token m of wt[m, j] * w2[e] @ act(w13[e] @ x[m]) with e = ids[m, j], in one launch
+    (a token's experts distinct, as a router gives them; ids outside [0, E) skipped: experts on another rank).
 
     grid = (cdiv(I, BI), M * TOPK), M <= BM. Program (i, s) takes expert e = ids[s] (returning at once unless s is e's
     first slot and 0 <= e < E) and the intermediate rows [i BI, (i + 1) BI): it reads those gate and up rows of w13[e]
@@ -395,7 +396,7 @@ def moe_fused_kernel(x_ptr, w13_ptr, s13_ptr, w2_ptr, s2_ptr, ids_ptr, wt_ptr, a
     projection is split over the intermediate dimension, so each expert weight byte is read once, by one program.
     Each program then counts itself in cnt[0] (int32, zero on entry); the last one writes acc to out in o_ptr's dtype and
     leaves acc and cnt[0] zero for the next launch. Scales: SCALE_MODE 2 rows (s13 [E, 2I], s2 [E, H]), 3 blocks
-    (BSN x BSK; BI divides BSK, BK divides BSK)."""
+    (BSN x BSK; BI and BK divide BSK)."""
     pid_i = tl.program_id(0)
     s_id = tl.program_id(1)
     rm = tl.arange(0, BM)

@@ -18,7 +18,7 @@ from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
 from .fp8 import SCALE_SENTINEL, quantize_fp8
 from typing import Optional
-from .kernels import fp8_linear, moe_linear, moe_sum, moe_fused, MoEFusedConfig, opaque_op, triton_ok
+from .kernels import fp8_linear, moe_linear, moe_sum, moe_fused, opaque_op, triton_ok
 
 # %% ../nbs/07a_draft_moe.ipynb #6750e592
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
@@ -133,15 +133,15 @@ def _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation
 MOE_FUSED_MAX_M = 0   # tokens up to which the FP8 experts run on `moe_fused`, one launch (CUDA): none until the H200 times it
 
 def fused_experts_ok(x, block=None) -> bool:
-    "Whether tokens `x` [T, H] take `moe_fused`: T <= MOE_FUSED_MAX_M (environment MTP_LIT_MOE_FUSED_MAX_M, at most 64), Triton on x's device, block scales whose columns a program's rows fit."
+    "Whether tokens `x` [T, H] take `moe_fused`: T <= MOE_FUSED_MAX_M (environment MTP_LIT_MOE_FUSED_MAX_M, at most 64), Triton on x's device, row scales or blocks of a multiple of 16 columns."
     m = min(64, int(os.environ.get('MTP_LIT_MOE_FUSED_MAX_M', MOE_FUSED_MAX_M)))
     if x.shape[0] > m or not triton_ok(x): return False
-    return block is None or block[1] % MoEFusedConfig.BI == 0
+    return block is None or (block[1] & -block[1]) >= 16
 
 def _fused_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
     "The routed experts by `moe_fused` (one launch) with the kernel's name and clamp for a vLLM activation."
     act = {MoEActivation.GELU: 'gelu', MoEActivation.GELU_TANH: 'gelu_tanh'}.get(activation, 'silu')
-    clamp = swiglu or (swiglu_params(activation) if activation in SWIGLU_OAI else None)
+    clamp = (swiglu or swiglu_params(activation)) if activation in SWIGLU_OAI else swiglu if activation == MoEActivation.SILU else None
     return moe_fused(x, w13, s13, w2, s2, topk_weights, ids, block_size=block, act='swiglu' if clamp else act,
                      swiglu=clamp or (7.0, 1.0, 0.0), interleaved=activation == MoEActivation.SWIGLUOAI,
                      weight_on_input=apply_router_weight_on_input)

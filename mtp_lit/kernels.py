@@ -615,12 +615,12 @@ def _moe_acc(device, n):
     if key not in _ACCS: _ACCS[key] = torch.zeros(ACC_FLOATS, device=d, dtype=torch.float32)
     return _ACCS[key]
 
-def moe_fused(x, # tokens [M, H], bf16/fp16, M <= 64
+def moe_fused(x, # tokens [M, H] (bf16, fp16 or float32), M <= 64
               w13, s13, # gate and up weights [E, 2I, H] float8_e4m3fn; row scales [E, 2I] or block scales [E, 2I/bn, H/bk]
               w2, s2, # down weights [E, H, I] float8_e4m3fn; row scales [E, H] or block scales [E, H/bn, I/bk]
               topk_weights, # [M, top_k] router weights
-              topk_ids, # [M, top_k] this rank's expert ids (int32 or int64); < 0: an expert on another rank, skipped
-              *, block_size=None, # (bn, bk) of block scales; None: row scales
+              topk_ids, # [M, top_k] this rank's expert ids (int32 or int64), distinct per token as a router gives them; outside [0, E): on another rank, skipped
+              *, block_size=None, # (bn, bk) of block scales, bk a multiple of 16; None: row scales
               act='silu', # one of MOE_FUSED_ACTS
               swiglu=(7.0, 1.0, 0.0), # (limit, alpha, beta) of act='swiglu'
               interleaved=False, # gate and up rows interleaved (g0, u0, g1, ...), as vLLM's SWIGLUOAI
@@ -633,15 +633,18 @@ def moe_fused(x, # tokens [M, H], bf16/fp16, M <= 64
     M, top_k = topk_ids.shape
     if tuple(w2.shape) != (E, H, I): raise ValueError(f"w2 must be {(E, H, I)} for w13 {tuple(w13.shape)}, got {tuple(w2.shape)}")
     if tuple(x.shape) != (M, H): raise ValueError(f"x must be {(M, H)}, got {tuple(x.shape)}")
+    if tuple(topk_weights.shape) != (M, top_k): raise ValueError(f"topk_weights must be {(M, top_k)}, got {tuple(topk_weights.shape)}")
+    if w13.stride(-1) != 1 or w2.stride(-1) != 1: raise ValueError("w13 and w2 must be contiguous in their last dimension")
     if M > 64: raise ValueError(f"moe_fused takes at most 64 tokens, got {M}")
     if act not in MOE_FUSED_ACTS: raise ValueError(f"act must be one of {MOE_FUSED_ACTS}, got {act!r}")
     cfg = config or MoEFusedConfig()
     mode = 'block' if block_size else 'per-channel'
     if block_size:
-        bk = min(cfg.BK, block_size[1])
-        if block_size[1] % cfg.BI or block_size[1] % bk:
-            raise ValueError(f"block scales {tuple(block_size)}: BI = {cfg.BI} must divide the block's {block_size[1]} columns")
-        cfg = replace(cfg, BK=bk)
+        low = block_size[1] & -block_size[1]   # the largest power of two dividing bk: tiles of that width never straddle a block
+        if low < 16 or s13.dim() != 3 or s2.dim() != 3:
+            raise ValueError(f"block scales {tuple(block_size)}: moe_fused needs bk a multiple of 16 and scales [E, ., .], got "
+                             f"{tuple(s13.shape)}, {tuple(s2.shape)}")
+        cfg = replace(cfg, BK=min(cfg.BK, low), BI=min(cfg.BI, low))
     elif tuple(s13.shape) != (E, N2) or tuple(s2.shape) != (E, H):
         raise ValueError(f"row scales must be [E, 2I] and [E, H] = {(E, N2)}, {(E, H)}, got {tuple(s13.shape)}, {tuple(s2.shape)}")
     s13, s2 = s13.float(), s2.float()

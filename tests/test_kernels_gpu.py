@@ -701,7 +701,7 @@ def test_moe_fused_vs_float64(scheme, E, H, I, k, M):
     "One launch against float64 for every scale layout, tails of H and I, an expert shared by tokens, a slot on another rank; the accumulator and counter left zero."
     from mtp_lit.draft_moe import quantize_experts
     g = gen()
-    block = ((32, 32) if I % 128 else (128, 128)) if scheme == 'block' else None
+    block = ((32, 96) if I % 128 else (128, 128)) if scheme == 'block' else None   # 96: tiles 32 columns wide
     q13, s13 = quantize_experts(rand(E, 2 * I, H, g=g, std=H ** -0.5, outliers=8).bfloat16(), scheme, block, shards=2)
     q2, s2 = quantize_experts(rand(E, H, I, g=g, std=I ** -0.5, outliers=8).bfloat16(), scheme, block)
     x = rand(M, H, g=g, mean=0.1, outliers=2).bfloat16()
@@ -718,8 +718,11 @@ def test_moe_fused_vs_float64(scheme, E, H, I, k, M):
 
 @pytest.mark.parametrize('cfg', [MoEFusedConfig(), MoEFusedConfig(BI=16, BK=128, BN=64, WCVT=1, num_warps=8, num_stages=3),
                                  MoEFusedConfig(BI=64, BK=512, BN=256, WCVT=0)])
-def test_moe_fused_configs_in_a_cuda_graph(cfg):
-    "Captured once and replayed with new tokens and routing: close to the eager launch (the atomics' order may differ), for the configs a tuner would try."
+@pytest.mark.parametrize('warm', [False, True])
+def test_moe_fused_configs_in_a_cuda_graph(cfg, warm):
+    """Captured once and replayed with new tokens and routing: close to the eager launch (the atomics' order may differ), for
+    the configs a tuner would try; on a stream with no accumulator yet (the graph's own, zeroed in it) and, `warm`, on a stream
+    that ran it eagerly first (its persistent accumulator and counter in the graph, as vLLM's warm-up leaves them)."""
     from mtp_lit.draft_moe import quantize_experts
     g = gen()
     E, H, I, k, M = 64, 2048, 512, 8, 4
@@ -728,14 +731,19 @@ def test_moe_fused_configs_in_a_cuda_graph(cfg):
     x = rand(M, H, g=g).bfloat16()
     ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(M)]).int()
     w = torch.rand(M, k, device='cuda', generator=g)
+    stream = torch.cuda.Stream()
+    if warm:
+        with torch.cuda.stream(stream): moe_fused(x, q13, s13, q2, s2, w, ids, config=cfg)
     moe_fused(x, q13, s13, q2, s2, w, ids, config=cfg); torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph): out = moe_fused(x, q13, s13, q2, s2, w, ids, config=cfg)
+    with torch.cuda.graph(graph, stream=stream): out = moe_fused(x, q13, s13, q2, s2, w, ids, config=cfg)
     for _ in range(3):
         x.copy_(rand(M, H, g=g).bfloat16())
         ids.copy_(torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(M)]).int())
         graph.replay(); torch.cuda.synchronize()
         assert rel(out, moe_fused(x, q13, s13, q2, s2, w, ids, config=cfg).double()) < 2e-3
+    with torch.cuda.stream(stream): left = int(_moe_acc(x.device, 1).count_nonzero()) if warm else 0
+    assert left == 0
 
 
 def test_fp8_moe_takes_the_fused_path_below_the_threshold(monkeypatch):

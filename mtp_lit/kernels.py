@@ -8,9 +8,9 @@ __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'FIXUP_MAX_FLOATS', 
            'linear_use', 'default_config', 'fit_block_k', 'tuned_table', 'select_config', 'triton_unavailable',
            'triton_ok', 'tma_ok', 'pdl_launch', 'served_pdl', 'silu_mul', 'fp8_linear', 'fp8_linear_argmax',
            'split_counters', 'scaled_mm_ok', 'xq_tuned', 'vllm_scaled_mm_ops', 'quantize_act_rows', 'scaled_mm_linear',
-           'moe_linear', 'moe_sum', 'MoEFusedConfig', 'moe_fused', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op',
-           'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn', 'fused_router_topk', 'fused_moe_combine',
-           'read_sweep', 'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
+           'moe_linear', 'moe_sum', 'MoEFusedConfig', 'moe_fused_config', 'moe_fused', 'opaque_op', 'fp8_linear_op',
+           'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn', 'fused_router_topk',
+           'fused_moe_combine', 'read_sweep', 'time_graph', 'candidate_configs', 'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/06b_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -602,6 +602,12 @@ class MoEFusedConfig:
     num_warps: int = 4
     num_stages: int = 2
 
+def moe_fused_config(M, top_k, E, I, num_sms=132) -> MoEFusedConfig:
+    "The config for shapes nobody timed: the widest BI (128 down to 16) that gives each SM a program for the experts M tokens hit."
+    hits, BI = min(E, M * top_k), 128
+    while BI > 16 and hits * math.ceil(I / BI) < num_sms: BI //= 2
+    return MoEFusedConfig(BI=BI, BK=128 if BI == 128 else 256)
+
 MOE_FUSED_ACTS = ('silu', 'gelu', 'gelu_tanh', 'swiglu')   # the kernel's ACT 0..3
 ACC_FLOATS = 1 << 20   # the float32 accumulator `moe_fused` keeps per stream: M x H up to 2**20 (4 MiB)
 _ACCS = {}
@@ -625,7 +631,7 @@ def moe_fused(x, # tokens [M, H] (bf16, fp16 or float32), M <= 64
               swiglu=(7.0, 1.0, 0.0), # (limit, alpha, beta) of act='swiglu'
               interleaved=False, # gate and up rows interleaved (g0, u0, g1, ...), as vLLM's SWIGLUOAI
               weight_on_input=False, # scale each slot's input by its router weight instead of its output
-              config=None, # a MoEFusedConfig
+              config=None, # a MoEFusedConfig; default `moe_fused_config`'s
              ) -> torch.Tensor: # [M, H] in x's dtype
     "The routed experts of a few tokens in one capture-safe launch of `moe_fused_kernel` (CUDA or the Triton interpreter)."
     E, N2, H = w13.shape
@@ -637,7 +643,7 @@ def moe_fused(x, # tokens [M, H] (bf16, fp16 or float32), M <= 64
     if w13.stride(-1) != 1 or w2.stride(-1) != 1: raise ValueError("w13 and w2 must be contiguous in their last dimension")
     if M > 64: raise ValueError(f"moe_fused takes at most 64 tokens, got {M}")
     if act not in MOE_FUSED_ACTS: raise ValueError(f"act must be one of {MOE_FUSED_ACTS}, got {act!r}")
-    cfg = config or MoEFusedConfig()
+    cfg = config or moe_fused_config(M, top_k, E, I, _num_sms(x.device) if x.is_cuda else 132)
     mode = 'block' if block_size else 'per-channel'
     if block_size:
         low = block_size[1] & -block_size[1]   # the largest power of two dividing bk: tiles of that width never straddle a block

@@ -12,7 +12,7 @@ the Triton kernel with the config tuned for accumulation into float32 (`use='acc
 cuBLAS in BF16 (`F.linear`: vLLM's unquantized draft), and vLLM's own FP8 linear (dynamic per-token e4m3 activations,
 `cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs; under 128 x 128 block scales per-token-group activations
 and CUTLASS's block FP8, what vLLM runs for a block-FP8 checkpoint). With per-channel scales, for the Qwen3.5-35B-A3B MTP layer's routed experts
-(E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), `moe_fused` (one launch; M <= 64; its default config and four around it),
+(E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), `moe_fused` (one launch; M <= 64; its default config, BI = 16 ... 128, 8 warps),
 the grouped `moe_linear` path alone, and vLLM's fused-MoE kernel in BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
 enough weight copies, or routings, that L2 serves nothing), with the bytes each call must read for the roofline."""
 import argparse, functools, json, math, time
@@ -63,9 +63,8 @@ def moe_rows(E, top_k, H, I, Ms, log=print):
     from mtp_lit.draft_moe import fp8_moe, quantize_experts, _grouped_moe, MoEActivation
     from vllm.model_executor.layers.fused_moe import fused_moe  # noqa: F401  (registers torch.ops.vllm.fused_experts)
     from mtp_lit.kernels import time_graph, moe_fused, MoEFusedConfig
-    FUSED = {'mtp_lit_fused': MoEFusedConfig(), 'mtp_lit_fused_bi16': MoEFusedConfig(BI=16),   # the default, and the tiles around it
-             'mtp_lit_fused_bi64': MoEFusedConfig(BI=64), 'mtp_lit_fused_bi128': MoEFusedConfig(BI=128, BK=128),
-             'mtp_lit_fused_w8': MoEFusedConfig(num_warps=8)}
+    FUSED = {'mtp_lit_fused': None, **{f'mtp_lit_fused_bi{b}': MoEFusedConfig(BI=b, BK=128 if b == 128 else 256)   # the default (`moe_fused_config`)
+                                       for b in (16, 32, 64, 128)}, 'mtp_lit_fused_w8': MoEFusedConfig(num_warps=8)}   # and the tiles
     g = torch.Generator(device='cuda').manual_seed(1)
     w13 = torch.randn(E, 2 * I, H, device='cuda', generator=g).bfloat16() * H ** -0.5
     w2 = torch.randn(E, H, I, device='cuda', generator=g).bfloat16() * I ** -0.5

@@ -384,7 +384,7 @@ def moe_fused_kernel(x_ptr, w13_ptr, s13_ptr, w2_ptr, s2_ptr, ids_ptr, wt_ptr, a
                      TOPK: tl.constexpr, TOPK_P2: tl.constexpr, BM: tl.constexpr, BI: tl.constexpr, BK: tl.constexpr,
                      BN: tl.constexpr, SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
                      ACT: tl.constexpr, INTERLEAVED: tl.constexpr, WEIGHT_IN: tl.constexpr,
-                     WCVT: tl.constexpr, DOT_F32: tl.constexpr, E=0):
+                     WCVT: tl.constexpr, DOT_F32: tl.constexpr, E=0, FIN: tl.constexpr = 4096):
     """out[m] = sum over the slots j of token m of wt[m, j] * w2[e] @ act(w13[e] @ x[m]) with e = ids[m, j], in one launch
     (a token's experts distinct, as a router gives them; ids outside [0, E) skipped: experts on another rank).
 
@@ -394,8 +394,8 @@ def moe_fused_kernel(x_ptr, w13_ptr, s13_ptr, w2_ptr, s2_ptr, ids_ptr, wt_ptr, a
     e, multiplies it by the same BI columns of w2[e] and adds the product, router-weighted (WEIGHT_IN: the input is
     weighted instead), into acc (float32 [M, H], zero on entry) with atomics. No program waits for another: the down
     projection is split over the intermediate dimension, so each expert weight byte is read once, by one program.
-    Each program then counts itself in cnt[0] (int32, zero on entry); the last one writes acc to out in o_ptr's dtype and
-    leaves acc and cnt[0] zero for the next launch. Scales: SCALE_MODE 2 rows (s13 [E, 2I], s2 [E, H]), 3 blocks
+    Each program then counts itself in cnt[0] (int32, zero on entry); the last one writes acc to out in o_ptr's dtype, FIN
+    floats a step, and leaves acc and cnt[0] zero for the next launch. Scales: SCALE_MODE 2 rows (s13 [E, 2I], s2 [E, H]), 3 blocks
     (BSN x BSK; BI and BK divide BSK)."""
     pid_i = tl.program_id(0)
     s_id = tl.program_id(1)
@@ -464,13 +464,13 @@ def moe_fused_kernel(x_ptr, w13_ptr, s13_ptr, w2_ptr, s2_ptr, ids_ptr, wt_ptr, a
                           sem="relaxed")
     tl.debug_barrier()   # every thread's additions are issued before the count releases them
     if tl.atomic_add(cnt_ptr, 1, sem="acq_rel") == tl.num_programs(0) * tl.num_programs(1) - 1:
-        for m in range(0, M):
-            for n0 in range(0, H, BN):
-                rn = n0 + tl.arange(0, BN)
-                n_ok = rn < H
-                v = tl.load(acc_ptr + m * H + rn, mask=n_ok, other=0.0, cache_modifier=".cg")
-                tl.store(o_ptr + m * stride_om + rn, v.to(o_ptr.dtype.element_ty), mask=n_ok)
-                tl.store(acc_ptr + m * H + rn, tl.zeros((BN,), dtype=tl.float32), mask=n_ok)
+        for f0 in range(0, M * H, FIN):   # acc is [M, H] contiguous: FIN of its floats a step, few steps for a few tokens
+            r = f0 + tl.arange(0, FIN)
+            ok = r < M * H
+            v = tl.load(acc_ptr + r, mask=ok, other=0.0, cache_modifier=".cg")
+            m = r // H
+            tl.store(o_ptr + m * stride_om + (r - m * H), v.to(o_ptr.dtype.element_ty), mask=ok)
+            tl.store(acc_ptr + r, tl.zeros((FIN,), dtype=tl.float32), mask=ok)
         tl.atomic_xchg(cnt_ptr, 0, sem="relaxed")
 
 # %% ../nbs/06c_triton_kernels.ipynb #b957adc3

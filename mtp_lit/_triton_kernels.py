@@ -388,8 +388,8 @@ def moe_fused_kernel(x_ptr, w13_ptr, s13_ptr, w2_ptr, s2_ptr, ids_ptr, wt_ptr, a
     """out[m] = sum over the slots j of token m of wt[m, j] * w2[e] @ act(w13[e] @ x[m]) with e = ids[m, j], in one launch
     (a token's experts distinct, as a router gives them; ids outside [0, E) skipped: experts on another rank).
 
-    grid = (cdiv(I, BI), M * TOPK), M <= BM. Program (i, s) takes expert e = ids[s] (returning at once unless s is e's
-    first slot and 0 <= e < E) and the intermediate rows [i BI, (i + 1) BI): it reads those gate and up rows of w13[e]
+    grid = (cdiv(I, BI), M * TOPK), M <= BM. Program (i, s) takes expert e = ids[s] (where s is not e's first slot, or
+    e is outside [0, E), it reads nothing and only counts itself) and the intermediate rows [i BI, (i + 1) BI): it reads those gate and up rows of w13[e]
     (rows r and I + r, or 2r and 2r + 1 with INTERLEAVED), computes the activation of its rows for every token routed to
     e, multiplies it by the same BI columns of w2[e] and adds the product, router-weighted (WEIGHT_IN: the input is
     weighted instead), into acc (float32 [M, H], zero on entry) with atomics. No program waits for another: the down

@@ -133,9 +133,9 @@ def _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation
 MOE_FUSED_MAX_M = 0   # tokens up to which the FP8 experts run on `moe_fused`, one launch (CUDA): none until the H200 times it
 
 def fused_experts_ok(x, block=None) -> bool:
-    "Whether tokens `x` [T, H] take `moe_fused`: T <= MOE_FUSED_MAX_M (environment MTP_LIT_MOE_FUSED_MAX_M, at most 64), Triton on x's device, row scales or blocks of a multiple of 16 columns."
+    "Whether tokens `x` [T, H] take `moe_fused`: T <= MOE_FUSED_MAX_M (environment MTP_LIT_MOE_FUSED_MAX_M, at most 64; 0: never), Triton on x's device, row scales or blocks of a multiple of 16 columns."
     m = min(64, int(os.environ.get('MTP_LIT_MOE_FUSED_MAX_M', MOE_FUSED_MAX_M)))
-    if x.shape[0] > m or not triton_ok(x): return False
+    if not m or x.shape[0] > m or not triton_ok(x): return False
     return block is None or (block[1] & -block[1]) >= 16
 
 def _fused_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
@@ -156,7 +156,7 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
     `MoEActivation` (SiLU, GELU, GELU-tanh, SwiGLU-OAI; `swiglu` = the clamp (limit, alpha, beta), default `swiglu_params`'s,
     and for SiLU the layer's clamp where it sets one, as `Fp8DraftMoEMethod` passes it);
     `apply_router_weight_on_input` scales the input instead of the output, as vLLM's
-    flag of that name. For up to `MOE_FUSED_MAX_M` tokens with Triton: `moe_fused`, one launch (`fused_experts_ok`). On CUDA: vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`). On CUDA with Triton where that is not
+    flag of that name. For up to `MOE_FUSED_MAX_M` tokens (0: never) with Triton and `dense` None: `moe_fused`, one launch (`fused_experts_ok`). On CUDA: vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`). On CUDA with Triton where that is not
     taken: the grouped `moe_linear` kernel (capture-safe). Elsewhere: tokens grouped by
     expert on the host, or, with `dense` (default: while a CUDA graph is being captured), every local expert on all tokens.
     Accumulates in float32. Raises `ValueError` for another activation."""

@@ -604,7 +604,7 @@ class MoEFusedConfig:
 
 def moe_fused_config(M, top_k, E, I, num_sms=132) -> MoEFusedConfig:
     """The config for shapes nobody timed: the widest BI (128 down to 32) that gives each SM a program for the experts M tokens
-    hit. Narrower blocks would read W2 in pieces of BI < 32 bytes a row, half-used 32-byte sectors."""
+    hit. Narrower blocks would read W2 in pieces of BI < 32 bytes a row: partly used 32-byte sectors."""
     hits, BI = min(E, M * top_k), 128
     while BI > 32 and hits * math.ceil(I / BI) < num_sms: BI //= 2
     return MoEFusedConfig(BI=BI, BK=128 if BI == 128 else 256)
@@ -623,8 +623,8 @@ def _moe_acc(device, n):
     return _ACCS[key]
 
 def moe_fused(x, # tokens [M, H] (bf16, fp16 or float32), M <= 64
-              w13, s13, # gate and up weights [E, 2I, H] float8_e4m3fn; row scales [E, 2I] or block scales [E, 2I/bn, H/bk]
-              w2, s2, # down weights [E, H, I] float8_e4m3fn; row scales [E, H] or block scales [E, H/bn, I/bk]
+              w13, s13, # gate and up weights [E, 2I, H] float8_e4m3fn; row scales [E, 2I] or block scales [E, ⌈2I/bn⌉, ⌈H/bk⌉]
+              w2, s2, # down weights [E, H, I] float8_e4m3fn; row scales [E, H] or block scales [E, ⌈H/bn⌉, ⌈I/bk⌉]
               topk_weights, # [M, top_k] router weights
               topk_ids, # [M, top_k] this rank's expert ids (int32 or int64), distinct per token as a router gives them; outside [0, E): on another rank, skipped
               *, block_size=None, # (bn, bk) of block scales, bk a multiple of 16; None: row scales

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['MIN_SCALE', 'fp8_linear_kernel', 'argmax_finalize_kernel', 'fp8_linear_sk_kernel', 'moe_linear_kernel',
-           'moe_sum_kernel', 'moe_fused_kernel', 'act_quant_rows_kernel', 'read_kernel', 'rms_norm_kernel',
-           'gated_attn_ctx0_kernel', 'silu_mul_kernel', 'router_topk_kernel', 'moe_combine_kernel']
+           'moe_sum_kernel', 'act_quant_rows_kernel', 'read_kernel', 'rms_norm_kernel', 'gated_attn_ctx0_kernel',
+           'silu_mul_kernel', 'router_topk_kernel', 'moe_combine_kernel']
 
 # %% ../nbs/06c_triton_kernels.ipynb #be9b224a
 import triton
@@ -359,119 +359,6 @@ def moe_sum_kernel(y_ptr, ids_ptr, wt_ptr, o_ptr, N, stride_ym, stride_om,
             acc += v
     tl.store(o_ptr + m * stride_om + rn, acc.to(o_ptr.dtype.element_ty), mask=ok)
 
-
-# %% ../nbs/06c_triton_kernels.ipynb #moefus01
-@triton.jit
-def _gated(g, u, limit, alpha, beta, ACT: tl.constexpr):
-    "The experts' gated activation on float32 gate and up halves: ACT 0 SiLU, 1 GELU, 2 GELU-tanh, 3 clamped SwiGLU (limit, alpha, beta)."
-    if ACT == 0:
-        return g / (1.0 + tl.exp(-g)) * u
-    elif ACT == 1:
-        return 0.5 * g * (1.0 + tl.math.erf(g * 0.7071067811865476)) * u
-    elif ACT == 2:
-        t = 0.7978845608028654 * (g + 0.044715 * g * g * g)
-        return g * (1.0 - 1.0 / (tl.exp(2.0 * t) + 1.0)) * u   # 0.5 (1 + tanh t) = 1 - 1 / (e^2t + 1)
-    else:
-        g = tl.minimum(g, limit)
-        u = tl.minimum(tl.maximum(u, -limit), limit)
-        return g / (1.0 + tl.exp(-alpha * g)) * (u + beta)
-
-@triton.jit
-def moe_fused_kernel(x_ptr, w13_ptr, s13_ptr, w2_ptr, s2_ptr, ids_ptr, wt_ptr, acc_ptr, o_ptr, cnt_ptr,
-                     M, H, I, limit, alpha, beta,
-                     stride_xm, stride_ae, stride_an, stride_se, stride_sn, stride_sk,
-                     stride_be, stride_bn, stride_te, stride_tn, stride_tk, stride_om,
-                     TOPK: tl.constexpr, TOPK_P2: tl.constexpr, BM: tl.constexpr, BI: tl.constexpr, BK: tl.constexpr,
-                     BN: tl.constexpr, SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
-                     ACT: tl.constexpr, INTERLEAVED: tl.constexpr, WEIGHT_IN: tl.constexpr,
-                     WCVT: tl.constexpr, DOT_F32: tl.constexpr, E=0, FIN: tl.constexpr = 4096):
-    """out[m] = sum over the slots j of token m of wt[m, j] * w2[e] @ act(w13[e] @ x[m]) with e = ids[m, j], in one launch
-    (a token's experts distinct, as a router gives them; ids outside [0, E) skipped: experts on another rank).
-
-    grid = (cdiv(I, BI), M * TOPK), M <= BM. Program (i, s) takes expert e = ids[s] (where s is not e's first slot, or
-    e is outside [0, E), it reads nothing and only counts itself) and the intermediate rows [i BI, (i + 1) BI): it reads those gate and up rows of w13[e]
-    (rows r and I + r, or 2r and 2r + 1 with INTERLEAVED), computes the activation of its rows for every token routed to
-    e, multiplies it by the same BI columns of w2[e] and adds the product, router-weighted (WEIGHT_IN: the input is
-    weighted instead), into acc (float32 [M, H], zero on entry) with atomics. No program waits for another: the down
-    projection is split over the intermediate dimension, so each expert weight byte is read once, by one program.
-    Each program then counts itself in cnt[0] (int32, zero on entry); the last one writes acc to out in o_ptr's dtype, FIN
-    floats a step, and leaves acc and cnt[0] zero for the next launch. Scales: SCALE_MODE 2 rows (s13 [E, 2I], s2 [E, H]), 3 blocks
-    (BSN x BSK; BI and BK divide BSK)."""
-    pid_i = tl.program_id(0)
-    s_id = tl.program_id(1)
-    rm = tl.arange(0, BM)
-    rj = tl.arange(0, TOPK_P2)
-    ids = tl.load(ids_ptr + rm[:, None] * TOPK + rj[None, :], mask=(rm[:, None] < M) & (rj[None, :] < TOPK), other=-1)
-    e = tl.load(ids_ptr + s_id)
-    earlier = (ids == e) & (rm[:, None] * TOPK + rj[None, :] < s_id)   # the same expert in an earlier slot
-    go = (e >= 0) & (e < E) & (tl.max(tl.max(earlier.to(tl.int32), axis=1), axis=0) == 0)
-    if go:
-        slot = tl.max(tl.where(ids == e, rj[None, :], -1), axis=1)   # [BM]: the slot of each token routed to e, or -1
-        row_ok = slot >= 0
-        wt = tl.load(wt_ptr + rm * TOPK + slot, mask=row_ok, other=0.0).to(tl.float32)
-        ri = pid_i * BI + tl.arange(0, BI)
-        i_ok = ri < I
-        if INTERLEAVED:
-            rg, ru = 2 * ri, 2 * ri + 1
-        else:
-            rg, ru = ri, I + ri
-        wa = w13_ptr + e.to(tl.int64) * stride_ae
-        sa = s13_ptr + e * stride_se
-        acc_g = tl.zeros((BM, BI), dtype=tl.float32)
-        acc_u = tl.zeros((BM, BI), dtype=tl.float32)
-        for k0 in range(0, H, BK):
-            kk = k0 + tl.arange(0, BK)
-            k_ok = kk < H
-            x = tl.load(x_ptr + rm[:, None] * stride_xm + kk[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-            if WEIGHT_IN:
-                x = (x.to(tl.float32) * wt[:, None]).to(x.dtype)
-            m2 = i_ok[:, None] & k_ok[None, :]
-            wg = tl.load(wa + rg[:, None] * stride_an + kk[None, :], mask=m2, other=0.0)
-            wu = tl.load(wa + ru[:, None] * stride_an + kk[None, :], mask=m2, other=0.0)
-            wgx, xx = _widen(wg, x, WCVT, DOT_F32)
-            wux, _ = _widen(wu, x, WCVT, DOT_F32)
-            if SCALE_MODE == 3:
-                sg = tl.load(sa + (rg // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=i_ok, other=0.0)
-                su = tl.load(sa + (ru // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=i_ok, other=0.0)
-                acc_g += tl.dot(xx, tl.trans(wgx)) * sg[None, :]
-                acc_u += tl.dot(xx, tl.trans(wux)) * su[None, :]
-            else:
-                acc_g = tl.dot(xx, tl.trans(wgx), acc_g)
-                acc_u = tl.dot(xx, tl.trans(wux), acc_u)
-        if SCALE_MODE == 2:
-            acc_g = acc_g * tl.load(sa + rg * stride_sn, mask=i_ok, other=0.0)[None, :]
-            acc_u = acc_u * tl.load(sa + ru * stride_sn, mask=i_ok, other=0.0)[None, :]
-        dt = x_ptr.dtype.element_ty   # gate and up rounded as a gate_up output in x's dtype, the activation too
-        h = _gated(acc_g.to(dt).to(tl.float32), acc_u.to(dt).to(tl.float32), limit, alpha, beta, ACT).to(dt)
-        h = tl.where(i_ok[None, :], h, 0.0).to(dt)
-        if not WEIGHT_IN:
-            wt_o = wt
-        else:
-            wt_o = tl.where(row_ok, 1.0, 0.0)
-        wb = w2_ptr + e.to(tl.int64) * stride_be
-        sb = s2_ptr + e * stride_te
-        for n0 in range(0, H, BN):
-            rn = n0 + tl.arange(0, BN)
-            n_ok = rn < H
-            w = tl.load(wb + rn[:, None] * stride_bn + ri[None, :], mask=n_ok[:, None] & i_ok[None, :], other=0.0)
-            wx, hx = _widen(w, h, WCVT, DOT_F32)
-            part = tl.dot(hx, tl.trans(wx))
-            if SCALE_MODE == 3:
-                part = part * tl.load(sb + (rn // BSN) * stride_tn + (pid_i * BI // BSK) * stride_tk, mask=n_ok, other=0.0)[None, :]
-            else:
-                part = part * tl.load(sb + rn * stride_tn, mask=n_ok, other=0.0)[None, :]
-            tl.atomic_add(acc_ptr + rm[:, None] * H + rn[None, :], part * wt_o[:, None], mask=row_ok[:, None] & n_ok[None, :],
-                          sem="relaxed")
-    tl.debug_barrier()   # every thread's additions are issued before the count releases them
-    if tl.atomic_add(cnt_ptr, 1, sem="acq_rel") == tl.num_programs(0) * tl.num_programs(1) - 1:
-        for f0 in range(0, M * H, FIN):   # acc is [M, H] contiguous: FIN of its floats a step, few steps for a few tokens
-            r = f0 + tl.arange(0, FIN)
-            ok = r < M * H
-            v = tl.load(acc_ptr + r, mask=ok, other=0.0, cache_modifier=".cg")
-            m = r // H
-            tl.store(o_ptr + m * stride_om + (r - m * H), v.to(o_ptr.dtype.element_ty), mask=ok)
-            tl.store(acc_ptr + r, tl.zeros((FIN,), dtype=tl.float32), mask=ok)
-        tl.atomic_xchg(cnt_ptr, 0, sem="relaxed")
 
 # %% ../nbs/06c_triton_kernels.ipynb #b957adc3
 @triton.jit

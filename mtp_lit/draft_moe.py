@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['SWIGLU_OAI', 'GATED_ACTS', 'GATED_ACTS_TEXT', 'OAI_LIMIT', 'OAI_ALPHA', 'MOE_VLLM_MIN_M', 'VLLM_FUSED_ACTS',
-           'MOE_FUSED_MAX_M', 'quantize_experts', 'swiglu_oai', 'swiglu_params', 'gated_act', 'vllm_experts_ok',
-           'fused_experts_ok', 'fp8_moe', 'fp8_moe_op', 'Fp8DraftMoEMethod']
+           'quantize_experts', 'swiglu_oai', 'swiglu_params', 'gated_act', 'vllm_experts_ok', 'fp8_moe', 'fp8_moe_op',
+           'Fp8DraftMoEMethod']
 
 # %% ../nbs/07a_draft_moe.ipynb #455b31ad
 import os
@@ -18,7 +18,7 @@ from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
 from .fp8 import SCALE_SENTINEL, quantize_fp8
 from typing import Optional
-from .kernels import fp8_linear, moe_linear, moe_sum, moe_fused, opaque_op, triton_ok
+from .kernels import fp8_linear, moe_linear, moe_sum, opaque_op, triton_ok
 
 # %% ../nbs/07a_draft_moe.ipynb #6750e592
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
@@ -130,22 +130,6 @@ def _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation
         global_num_experts=w13.shape[0] if expert_map is None else expert_map.numel(), expert_map=expert_map,
         w1_scale=s13[..., None] if row else s13, w2_scale=s2[..., None] if row else s2, block_shape=None if row else list(block))
 
-MOE_FUSED_MAX_M = 0   # tokens up to which the FP8 experts run on `moe_fused`, one launch (CUDA): none until the H200 times it
-
-def fused_experts_ok(x, block=None) -> bool:
-    "Whether tokens `x` [T, H] take `moe_fused`: T <= MOE_FUSED_MAX_M (environment MTP_LIT_MOE_FUSED_MAX_M, at most 64; 0: never), Triton on x's device, row scales or blocks of a multiple of 16 columns."
-    m = min(64, int(os.environ.get('MTP_LIT_MOE_FUSED_MAX_M', MOE_FUSED_MAX_M)))
-    if not m or x.shape[0] > m or not triton_ok(x): return False
-    return block is None or (block[1] & -block[1]) >= 16
-
-def _fused_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
-    "The routed experts by `moe_fused` (one launch) with the kernel's name and clamp for a vLLM activation."
-    act = {MoEActivation.GELU: 'gelu', MoEActivation.GELU_TANH: 'gelu_tanh'}.get(activation, 'silu')
-    clamp = (swiglu or swiglu_params(activation)) if activation in SWIGLU_OAI else swiglu if activation == MoEActivation.SILU else None
-    return moe_fused(x, w13, s13, w2, s2, topk_weights, ids, block_size=block, act='swiglu' if clamp else act,
-                     swiglu=clamp or (7.0, 1.0, 0.0), interleaved=activation == MoEActivation.SWIGLUOAI,
-                     weight_on_input=apply_router_weight_on_input)
-
 def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=MoEActivation.SILU, expert_map=None,
             apply_router_weight_on_input: bool = False, dense: bool | None = None, swiglu: tuple | None = None) -> torch.Tensor:
     """Routed-expert output `[T, H]` (in `x.dtype`) for tokens `x` [T, H] and FP8 experts.
@@ -156,14 +140,11 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
     `MoEActivation` (SiLU, GELU, GELU-tanh, SwiGLU-OAI; `swiglu` = the clamp (limit, alpha, beta), default `swiglu_params`'s,
     and for SiLU the layer's clamp where it sets one, as `Fp8DraftMoEMethod` passes it);
     `apply_router_weight_on_input` scales the input instead of the output, as vLLM's
-    flag of that name. For up to `MOE_FUSED_MAX_M` tokens (0: never) with Triton and `dense` None: `moe_fused`, one launch (`fused_experts_ok`). On CUDA: vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`). On CUDA with Triton where that is not
+    flag of that name. On CUDA: vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`). On CUDA with Triton where that is not
     taken: the grouped `moe_linear` kernel (capture-safe). Elsewhere: tokens grouped by
     expert on the host, or, with `dense` (default: while a CUDA graph is being captured), every local expert on all tokens.
     Accumulates in float32. Raises `ValueError` for another activation."""
     if activation not in GATED_ACTS: raise ValueError(f"FP8 draft experts: activation {activation} is not supported ({GATED_ACTS_TEXT})")
-    if dense is None and fused_experts_ok(x, block):
-        ids = topk_ids if expert_map is None else expert_map[topk_ids.long()]
-        return _fused_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu)
     if dense is None and vllm_experts_ok(x, activation, swiglu):
         return _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation, expert_map, apply_router_weight_on_input)
     ids = topk_ids.long() if expert_map is None else expert_map[topk_ids.long()].long()

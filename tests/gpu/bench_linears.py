@@ -12,8 +12,8 @@ the Triton kernel with the config tuned for accumulation into float32 (`use='acc
 cuBLAS in BF16 (`F.linear`: vLLM's unquantized draft), and vLLM's own FP8 linear (dynamic per-token e4m3 activations,
 `cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs; under 128 x 128 block scales per-token-group activations
 and CUTLASS's block FP8, what vLLM runs for a block-FP8 checkpoint). With per-channel scales, for the Qwen3.5-35B-A3B MTP layer's routed experts
-(E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), `moe_fused` (one launch; M <= 64; its default config, BI = 16 ... 128, 8 warps),
-the grouped `moe_linear` path alone, and vLLM's fused-MoE kernel in BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
+(E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), the grouped `moe_linear` path
+alone, and vLLM's fused-MoE kernel in BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
 enough weight copies, or routings, that L2 serves nothing), with the bytes each call must read for the roofline."""
 import argparse, functools, json, math, time
 from pathlib import Path
@@ -62,9 +62,7 @@ def dense_rows(shapes, Ms, scheme='per-channel', log=print):
 def moe_rows(E, top_k, H, I, Ms, log=print):
     from mtp_lit.draft_moe import fp8_moe, quantize_experts, _grouped_moe, MoEActivation
     from vllm.model_executor.layers.fused_moe import fused_moe  # noqa: F401  (registers torch.ops.vllm.fused_experts)
-    from mtp_lit.kernels import time_graph, moe_fused, MoEFusedConfig
-    FUSED = {'mtp_lit_fused': None, **{f'mtp_lit_fused_bi{b}': MoEFusedConfig(BI=b, BK=128 if b == 128 else 256)   # the default (`moe_fused_config`)
-                                       for b in (16, 32, 64, 128)}, 'mtp_lit_fused_w8': MoEFusedConfig(num_warps=8)}   # and the tiles
+    from mtp_lit.kernels import time_graph
     g = torch.Generator(device='cuda').manual_seed(1)
     w13 = torch.randn(E, 2 * I, H, device='cuda', generator=g).bfloat16() * H ** -0.5
     w2 = torch.randn(E, H, I, device='cuda', generator=g).bfloat16() * I ** -0.5
@@ -78,15 +76,13 @@ def moe_rows(E, top_k, H, I, Ms, log=print):
         tw = torch.rand(M, top_k, device='cuda', generator=g).softmax(-1)
         act = MoEActivation.SILU
         t = {'mtp_lit': [functools.partial(fp8_moe, x, q13, s13, q2, s2, tw, i) for i in ids],
-             **{k: [functools.partial(moe_fused, x, q13, s13, q2, s2, tw, i, config=c) for i in ids] if M <= 64 else []
-                for k, c in FUSED.items()},
              'mtp_lit_grouped': [functools.partial(_grouped_moe, x, q13, s13, q2, s2, tw, i.long(), None, act, False) for i in ids],
              'bf16': [functools.partial(torch.ops.vllm.fused_experts, hidden_states=x, w1=w13, w2=w2, topk_weights=tw, topk_ids=i) for i in ids]}
         used = float(torch.stack([torch.bincount(i.flatten().long(), minlength=E) > 0 for i in ids]).float().sum(-1).mean())
         r = dict(kind='experts', E=E, top_k=top_k, H=H, I=I, M=M, experts_read=used, fp8_bytes=int(used * 3 * I * H),
                  bf16_bytes=int(used * 6 * I * H))
         for k, fns in t.items():
-            try: r[k] = time_graph(fns) if fns else None
+            try: r[k] = time_graph(fns)
             except Exception as e: r[k] = None; log(f'  experts M={M} {k}: {type(e).__name__}: {str(e)[:200]}')
         rows.append(r)
         log(f"experts E={E} M={M:3d} ({used:.0f} read) " + ' '.join(f"{k} {1e3 * r[k]:7.1f}" if r[k] else f"{k} -" for k in t) + ' us')

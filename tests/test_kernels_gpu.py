@@ -219,6 +219,22 @@ def test_cuda_graph_capture_split_k(monkeypatch):
     assert rel(fp8_linear(x, q, s, residual=res, config=cfg), y0.double()) < 1e-2
 
 
+@pytest.mark.parametrize('split', [4, 8])
+@pytest.mark.parametrize('M', [1, 16, 64])
+def test_split_k_fixup_many_launches(M, split):
+    "The fixup's count-then-read (parts stored, a barrier, one thread's acq_rel count, the last program reading the parts)"
+    " gives the same bits in 200 back-to-back launches: a part read before it landed would change some of them."
+    g = gen()
+    q, s = quantize_fp8(rand(5120, 6144, g=g, std=6144 ** -0.5), 'per-channel')
+    x = rand(M, 6144, g=g).to(torch.bfloat16)
+    cfg = KernelConfig(BN=64, BK=256, SPLIT_K=split)
+    y0 = fp8_linear(x, q, s, config=cfg)
+    ys = [fp8_linear(x, q, s, config=cfg) for _ in range(200)]
+    torch.cuda.synchronize()
+    assert sum(not torch.equal(y, y0) for y in ys) == 0
+    assert rel(y0, reference_linear(x, q, s)) < 5e-3
+
+
 def test_split_k_fixup_captured_on_a_stream_without_counters():
     "A CUDA graph captured on a stream that has no split-K counters yet gets counters of its own (a memset inside the"
     " graph), none kept for other graphs; its replays are right every time."

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['MIN_SCALE', 'fp8_linear_kernel', 'argmax_finalize_kernel', 'fp8_linear_sk_kernel', 'moe_linear_kernel',
-           'moe_sum_kernel', 'act_quant_rows_kernel', 'read_kernel', 'rms_norm_kernel', 'gated_attn_ctx0_kernel',
-           'silu_mul_kernel', 'router_topk_kernel', 'moe_combine_kernel']
+           'moe_sum_kernel', 'moe_gemv_up_kernel', 'moe_gemv_down_kernel', 'act_quant_rows_kernel', 'read_kernel',
+           'rms_norm_kernel', 'gated_attn_ctx0_kernel', 'silu_mul_kernel', 'router_topk_kernel', 'moe_combine_kernel']
 
 # %% ../nbs/06c_triton_kernels.ipynb #be9b224a
 import triton
@@ -358,6 +358,98 @@ def moe_sum_kernel(y_ptr, ids_ptr, wt_ptr, o_ptr, N, stride_ym, stride_om,
                 v = v * tl.load(wt_ptr + m * TOPK + j).to(tl.float32)
             acc += v
     tl.store(o_ptr + m * stride_om + rn, acc.to(o_ptr.dtype.element_ty), mask=ok)
+
+
+# %% ../nbs/06c_triton_kernels.ipynb #gemv01
+@triton.jit
+def moe_gemv_up_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, h_ptr, H, I, E,
+                       stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_sk,
+                       TOPK: tl.constexpr, BI: tl.constexpr, BK: tl.constexpr, BLOCK_SCALES: tl.constexpr,
+                       BSN: tl.constexpr, BSK: tl.constexpr, ACT: tl.constexpr, WEIGHT_IN: tl.constexpr, PDL: tl.constexpr = 0):
+    """h[s, i] for slot s = m * TOPK + j and e = ids[s] in [0, E): the gate row i and up row I + i of scale[e] * w[e]
+    [2I, H] times x[m] (times wt[s] with WEIGHT_IN), accumulated in float32; ACT 1 stores silu(gate) * up in h [M * TOPK, I],
+    ACT 0 both raw rows in h [M * TOPK, 2I] (at i and I + i). Row scales [E, 2I] or, with BLOCK_SCALES, [E, 2I / BSN, H / BSK]
+    (then BK == BSK). Slots of other experts are left unwritten. grid = (cdiv(I, BI), M * TOPK)."""
+    _pdl_start(PDL)
+    s = tl.program_id(1)
+    m = s // TOPK
+    e = tl.load(ids_ptr + s)
+    ri = tl.program_id(0) * BI + tl.arange(0, BI)
+    i_ok = ri < I
+    if (e >= 0) & (e < E):
+        wb = w_ptr + e.to(tl.int64) * stride_we
+        sb = s_ptr + e.to(tl.int64) * stride_se
+        ag = tl.zeros([BI], dtype=tl.float32)
+        au = tl.zeros([BI], dtype=tl.float32)
+        for k0 in range(0, H, BK):
+            rk = k0 + tl.arange(0, BK)
+            k_ok = rk < H
+            xv = tl.load(x_ptr + m * stride_xm + rk, mask=k_ok, other=0.0).to(tl.float32)
+            msk = i_ok[:, None] & k_ok[None, :]
+            pg = tl.sum(tl.load(wb + ri[:, None] * stride_wn + rk[None, :], mask=msk, other=0.0).to(tl.float32) * xv[None, :], 1)
+            pu = tl.sum(tl.load(wb + (ri + I)[:, None] * stride_wn + rk[None, :], mask=msk, other=0.0).to(tl.float32) * xv[None, :], 1)
+            if BLOCK_SCALES:   # one scale per (row block, this BK = BSK column block)
+                pg *= tl.load(sb + (ri // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=i_ok, other=0.0)
+                pu *= tl.load(sb + ((ri + I) // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=i_ok, other=0.0)
+            ag += pg
+            au += pu
+        if not BLOCK_SCALES:
+            ag *= tl.load(sb + ri * stride_sn, mask=i_ok, other=0.0)
+            au *= tl.load(sb + (ri + I) * stride_sn, mask=i_ok, other=0.0)
+        if WEIGHT_IN:
+            wt = tl.load(wt_ptr + s).to(tl.float32)
+            ag *= wt
+            au *= wt
+        if ACT == 1:
+            tl.store(h_ptr + s * I + ri, ag / (1.0 + tl.exp(-ag)) * au, mask=i_ok)
+        else:
+            tl.store(h_ptr + s * 2 * I + ri, ag, mask=i_ok)
+            tl.store(h_ptr + s * 2 * I + I + ri, au, mask=i_ok)
+
+@triton.jit
+def _gemv_down_part(w, h_ptr, sb, m, rj, rh, kk, k0, e_ok, h_ok, I, stride_sn, stride_sk,
+                    TOPK: tl.constexpr, BLOCK_SCALES: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr):
+    "One chunk of `moe_gemv_down_kernel`: e4m3 weights w [TOPK_P2, BH, BK] times the slots' activations at columns kk, [TOPK_P2, BH] in float32."
+    hv = tl.load(h_ptr + (m * TOPK + rj)[:, None] * I + kk[None, :], mask=e_ok[:, None] & (kk < I)[None, :], other=0.0)
+    p = tl.sum(w.to(tl.float32) * hv[:, None, :], 2)
+    if BLOCK_SCALES:   # one scale per (row block, this BK = BSK column block)
+        p *= tl.load(sb + (rh // BSN)[None, :] * stride_sn + (k0 // BSK) * stride_sk, mask=e_ok[:, None] & h_ok[None, :], other=0.0)
+    return p
+
+@triton.jit
+def moe_gemv_down_kernel(h_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, o_ptr, H, I, E,
+                         stride_we, stride_wn, stride_se, stride_sn, stride_sk, stride_om,
+                         TOPK: tl.constexpr, TOPK_P2: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr,
+                         BLOCK_SCALES: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr, HAS_W: tl.constexpr,
+                         PDL: tl.constexpr = 0):
+    """out[m, r] = sum over the slots j with e_j = ids[m, j] in [0, E) of wt[m, j] (1 without HAS_W) times
+    (scale[e_j] * w[e_j])[r, :] . h[m * TOPK + j, :], accumulated in float32; w [E, H, I], h float32 [M * TOPK, I], scales
+    as in `moe_gemv_up_kernel` (BK == BSK with BLOCK_SCALES). grid = (cdiv(H, BH), M). Under PDL the program loads the
+    routing and its first weight chunk (all of its rows' weights when BK >= I) before it waits for the launch that writes
+    h: the routing was written before that launch began (it waited for it), and the ids are read through L2 (.cg)."""
+    m = tl.program_id(1)
+    rh = tl.program_id(0) * BH + tl.arange(0, BH)
+    h_ok = rh < H
+    rj = tl.arange(0, TOPK_P2)
+    e = tl.load(ids_ptr + m * TOPK + rj, mask=rj < TOPK, other=-1, cache_modifier='.cg')
+    e_ok = (rj < TOPK) & (e >= 0) & (e < E)
+    ec = tl.where(e_ok, e, 0).to(tl.int64)
+    wrow = w_ptr + ec[:, None, None] * stride_we + rh[None, :, None] * stride_wn          # [TOPK_P2, BH, 1]
+    sb = s_ptr + ec[:, None] * stride_se                                                  # [TOPK_P2, 1]
+    wm = e_ok[:, None, None] & h_ok[None, :, None]
+    rk = tl.arange(0, BK)
+    w = tl.load(wrow + rk[None, None, :], mask=wm & (rk < I)[None, None, :], other=0.0)   # the first chunk, before the wait
+    _pdl_start(PDL)
+    acc = _gemv_down_part(w, h_ptr, sb, m, rj, rh, rk, 0, e_ok, h_ok, I, stride_sn, stride_sk, TOPK, BLOCK_SCALES, BSN, BSK)
+    for k0 in range(BK, I, BK):
+        kk = k0 + rk
+        w = tl.load(wrow + kk[None, None, :], mask=wm & (kk < I)[None, None, :], other=0.0)
+        acc += _gemv_down_part(w, h_ptr, sb, m, rj, rh, kk, k0, e_ok, h_ok, I, stride_sn, stride_sk, TOPK, BLOCK_SCALES, BSN, BSK)
+    if not BLOCK_SCALES:
+        acc *= tl.load(sb + rh[None, :] * stride_sn, mask=e_ok[:, None] & h_ok[None, :], other=0.0)
+    if HAS_W:
+        acc *= tl.load(wt_ptr + m * TOPK + rj, mask=e_ok, other=0.0).to(tl.float32)[:, None]
+    tl.store(o_ptr + m * stride_om + rh, tl.sum(acc, 0).to(o_ptr.dtype.element_ty), mask=h_ok)
 
 
 # %% ../nbs/06c_triton_kernels.ipynb #b957adc3

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['SWIGLU_OAI', 'GATED_ACTS', 'GATED_ACTS_TEXT', 'OAI_LIMIT', 'OAI_ALPHA', 'MOE_VLLM_MIN_M', 'VLLM_FUSED_ACTS',
-           'quantize_experts', 'swiglu_oai', 'swiglu_params', 'gated_act', 'vllm_experts_ok', 'fp8_moe', 'fp8_moe_op',
-           'Fp8DraftMoEMethod']
+           'quantize_experts', 'swiglu_oai', 'swiglu_params', 'gated_act', 'gemv_experts_ok', 'vllm_experts_ok',
+           'fp8_moe', 'fp8_moe_op', 'Fp8DraftMoEMethod']
 
 # %% ../nbs/07a_draft_moe.ipynb #455b31ad
 import os
@@ -18,7 +18,7 @@ from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
 from .fp8 import SCALE_SENTINEL, quantize_fp8
 from typing import Optional
-from .kernels import fp8_linear, moe_linear, moe_sum, opaque_op, triton_ok
+from .kernels import fp8_linear, moe_linear, moe_sum, moe_gemv_up, moe_gemv_down, moe_gemv_max_m, opaque_op, triton_ok, served_pdl
 
 # %% ../nbs/07a_draft_moe.ipynb #6750e592
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
@@ -107,6 +107,19 @@ def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, appl
         y = moe_linear(gated_act(gu.float(), activation, swiglu).to(x.dtype), w2, s2, ids, per_slot_input=True, block_size=bs)
     return moe_sum(y, ids, None if apply_router_weight_on_input else topk_weights)   # slots on another rank: never written, skipped
 
+def gemv_experts_ok(x, block=None) -> bool:
+    "Whether tokens `x` [T, H] take the two GEMV launches: Triton, 1 <= T <= `kernels.moe_gemv_max_m()` (environment MTP_LIT_MOE_GEMV_MAX_M, default `MOE_GEMV_MAX_M` = 0: never), block scales of a power-of-two width >= 16."
+    return 0 < x.shape[0] <= moe_gemv_max_m() and triton_ok(x) and (block is None or (block[1] >= 16 and not block[1] & (block[1] - 1)))
+
+def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
+    "The routed experts of a few tokens in two launches (`moe_gemv_up`, `moe_gemv_down`; Triton): capture-safe, each token's slots added in registers."
+    fused = activation == MoEActivation.SILU and not swiglu   # SiLU-and-mul in the first launch; another activation between the two
+    h = moe_gemv_up(x, w13, s13, ids, act='silu_mul' if fused else None, block_size=block, pdl=served_pdl(),
+                    topk_weights=topk_weights if apply_router_weight_on_input else None)
+    if not fused: h = gated_act(h, activation, swiglu).float().contiguous()
+    return moe_gemv_down(h, w2, s2, ids, None if apply_router_weight_on_input else topk_weights, out_dtype=x.dtype,
+                         block_size=block, pdl=served_pdl())
+
 MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always (the benchmarks page times both paths)
 # activations vLLM's functional `fused_experts` computes as vLLM's MoE layer does: SWIGLUOAI_UNINTERLEAVE, and SiLU where the layer
 # sets a clamp limit, need the layer's limit, which that op does not take, so those experts run on the grouped kernel with `gated_act`
@@ -140,14 +153,17 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
     `MoEActivation` (SiLU, GELU, GELU-tanh, SwiGLU-OAI; `swiglu` = the clamp (limit, alpha, beta), default `swiglu_params`'s,
     and for SiLU the layer's clamp where it sets one, as `Fp8DraftMoEMethod` passes it);
     `apply_router_weight_on_input` scales the input instead of the output, as vLLM's
-    flag of that name. On CUDA: vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`). On CUDA with Triton where that is not
-    taken: the grouped `moe_linear` kernel (capture-safe). Elsewhere: tokens grouped by
+    flag of that name. With Triton and up to `moe_gemv_max_m()` tokens (0 by default): two GEMV launches (`gemv_experts_ok`, capture-safe). Else on CUDA:
+    vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`), or with Triton where that is not taken the grouped `moe_linear`
+    kernel (capture-safe). Elsewhere: tokens grouped by
     expert on the host, or, with `dense` (default: while a CUDA graph is being captured), every local expert on all tokens.
     Accumulates in float32. Raises `ValueError` for another activation."""
     if activation not in GATED_ACTS: raise ValueError(f"FP8 draft experts: activation {activation} is not supported ({GATED_ACTS_TEXT})")
-    if dense is None and vllm_experts_ok(x, activation, swiglu):
+    gemv = dense is not True and gemv_experts_ok(x, block)
+    if dense is None and not gemv and vllm_experts_ok(x, activation, swiglu):
         return _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation, expert_map, apply_router_weight_on_input)
     ids = topk_ids.long() if expert_map is None else expert_map[topk_ids.long()].long()
+    if gemv: return _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu)
     if triton_ok(x) and not dense:
         return _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu)
     if dense is None: dense = x.is_cuda and torch.cuda.is_current_stream_capturing()

@@ -471,6 +471,7 @@ def test_grouped_fp8_moe_in_a_cuda_graph(vllm_path, monkeypatch):
     "Captured once, replayed with new tokens and new routing: the eager result (no host sync, fixed shapes); grouped kernel and vLLM's fused MoE."
     if vllm_path == '1': pytest.importorskip('vllm.model_executor.layers.fused_moe.fused_moe')
     monkeypatch.setenv('MTP_LIT_MOE_VLLM_MIN_M', vllm_path)
+    monkeypatch.setenv('MTP_LIT_MOE_GEMV_MAX_M', '0')   # 8 tokens: not the GEMV launches
     g = gen()
     q13, s13, q2, s2, block = _experts('per-channel', g=g)
     T, k, E = 8, 4, q13.shape[0]
@@ -645,9 +646,10 @@ def test_scaled_mm_block_vs_float64():
 
 @pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
 @pytest.mark.parametrize('on_input', [False, True])
-def test_vllm_fused_experts_path(scheme, on_input):
+def test_vllm_fused_experts_path(scheme, on_input, monkeypatch):
     "On CUDA the FP8 experts run on vLLM's fused-MoE kernel (W8A8): within W8A8 error of float64, as the host loop is, at 1 and 300 tokens; expert parallelism too."
     pytest.importorskip('vllm.model_executor.layers.fused_moe.fused_moe')
+    monkeypatch.setenv('MTP_LIT_MOE_GEMV_MAX_M', '0')   # one token: vLLM's kernel, not the GEMV launches
     import mtp_lit.draft_moe as dm
     g = gen()
     q13, s13, q2, s2, block = _experts(scheme, g=g, I=256)
@@ -686,3 +688,75 @@ def _vllm_fused_vs_loop(dm, q13, s13, q2, s2, block, T, on_input, g):
         ep = fp8_moe(x, q13[:E // 2], s13[:E // 2], q2[:E // 2], s2[:E // 2], tw, ids, block, expert_map=emap)
         ref = fp8_moe(x, q13, s13, q2, s2, tw * (ids < E // 2).float(), ids, block)
         assert ((ep.double() - ref.double()).norm() / ref.double().norm()).item() < 6e-2
+
+
+# ---- a few tokens: the two GEMV launches (moe_gemv_up, moe_gemv_down)
+
+@pytest.fixture
+def gemv_on(monkeypatch): monkeypatch.setenv('MTP_LIT_MOE_GEMV_MAX_M', '8')   # fp8_moe takes the GEMV launches up to 8 tokens
+
+
+@pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
+@pytest.mark.parametrize('on_input', [False, True])
+def test_gemv_fp8_moe_vs_float64(scheme, on_input, gemv_on):
+    "With MTP_LIT_MOE_GEMV_MAX_M=8 fp8_moe takes the GEMV launches: W8A16 within bf16 rounding of float64 (vLLM's W8A8: 6e-2), every scale layout, odd shapes, expert parallelism."
+    import mtp_lit.draft_moe as dm
+    g = gen()
+    for E, H, I, k in ((64, 2048, 512, 8), (16, 200 if scheme != 'block' else 320, 72 if scheme != 'block' else 128, 6)):
+        q13, s13, q2, s2, block = _experts(scheme, E=E, H=H, I=I, g=g)
+        for T in (1, 3, 8):
+            x = rand(T, H, g=g).bfloat16()
+            assert dm.gemv_experts_ok(x, block)
+            ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(T)]).int()
+            tw = torch.rand(T, k, device='cuda', generator=g)
+            poison()
+            y = fp8_moe(x, q13, s13, q2, s2, tw, ids, block, apply_router_weight_on_input=on_input)
+            ref = _moe_float64(x, q13, s13, q2, s2, tw, ids, block, on_input)
+            r = ((y.double() - ref).norm() / ref.norm()).item()
+            assert r < 5e-3, (E, H, I, T, r)
+        emap = torch.full((E,), -1, dtype=torch.int32, device='cuda'); emap[:E // 2] = torch.arange(E // 2, device='cuda', dtype=torch.int32)
+        ep = fp8_moe(x, q13[:E // 2], s13[:E // 2], q2[:E // 2], s2[:E // 2], tw, ids, block, expert_map=emap,
+                     apply_router_weight_on_input=on_input)
+        ref = _moe_float64(x, q13, s13, q2, s2, tw * (ids < E // 2).float(), ids, block, on_input)   # weight 0: no part
+        assert ((ep.double() - ref).norm() / ref.norm()).item() < 5e-3
+
+
+def test_gemv_fp8_moe_other_activations(gemv_on):
+    "GELU and SwiGLU-OAI (interleaved) between the two launches: the host loop's result (gated_act on both)."
+    import mtp_lit.draft_moe as dm
+    g = gen()
+    q13, s13, q2, s2, block = _experts('per-channel', E=16, H=256, I=128, g=g)
+    x = rand(4, 256, g=g).bfloat16()
+    assert dm.gemv_experts_ok(x)
+    ids = torch.stack([torch.randperm(16, device='cuda', generator=g)[:4] for _ in range(4)]).int()
+    tw = torch.rand(4, 4, device='cuda', generator=g)
+    for act in (dm.MoEActivation.GELU, dm.MoEActivation.SWIGLUOAI):
+        y = fp8_moe(x, q13, s13, q2, s2, tw, ids, activation=act)
+        saved, dm.triton_ok = dm.triton_ok, lambda x: False
+        try: loop = fp8_moe(x, q13, s13, q2, s2, tw, ids, activation=act, dense=False)
+        finally: dm.triton_ok = saved
+        assert ((y.double() - loop.double()).norm() / loop.double().norm()).item() < 1e-2, act
+
+
+@pytest.mark.parametrize('T', [1, 4, 8])
+def test_gemv_fp8_moe_in_a_cuda_graph(T, gemv_on):
+    """Captured once with the routing computed inside the graph right before the experts (the second launch reads it before
+    its PDL wait), replayed 50 times with new tokens and routing: the eager result bit for bit."""
+    g = gen()
+    q13, s13, q2, s2, block = _experts('per-channel', E=64, H=2048, I=512, g=g)
+    k, E = 8, 64
+    x = rand(T, 2048, g=g).bfloat16()
+    ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(T)]).int()
+    tw = torch.rand(T, k, device='cuda', generator=g)
+    step = torch.zeros((), dtype=torch.int32, device='cuda')
+    def run(): return fp8_moe_op(x, q13, s13, q2, s2, tw, torch.remainder(ids + step, E))
+    import mtp_lit.draft_moe as dm
+    assert dm.gemv_experts_ok(x)
+    run(); torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): out = run()
+    for i in range(50):
+        x.copy_(rand(T, 2048, g=g).bfloat16()); step.fill_(i + 1)
+        graph.replay(); torch.cuda.synchronize()
+        assert torch.equal(out, run()), i
+

@@ -12,8 +12,9 @@ the Triton kernel with the config tuned for accumulation into float32 (`use='acc
 cuBLAS in BF16 (`F.linear`: vLLM's unquantized draft), and vLLM's own FP8 linear (dynamic per-token e4m3 activations,
 `cutlass_scaled_mm`: what vLLM's `quantization='fp8'` runs; under 128 x 128 block scales per-token-group activations
 and CUTLASS's block FP8, what vLLM runs for a block-FP8 checkpoint). With per-channel scales, for the Qwen3.5-35B-A3B MTP layer's routed experts
-(E = 256, top-8): `fp8_moe` as the plugin calls it (vLLM's fused-MoE kernel in W8A8), the grouped `moe_linear` path
-alone, and vLLM's fused-MoE kernel in BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
+(E = 256, top-8): `fp8_moe` as the plugin calls it (up to `MTP_LIT_MOE_GEMV_MAX_M` tokens the two GEMV launches, else
+vLLM's fused-MoE kernel in W8A8), vLLM's fused-MoE kernel in W8A8 alone, the two GEMV launches alone (up to 16 tokens), the
+grouped `moe_linear` path alone, and vLLM's fused-MoE kernel in BF16 (vLLM's unquantized draft). Each time is `mtp_lit.kernels.time_graph`'s (a CUDA graph of many calls rotating over
 enough weight copies, or routings, that L2 serves nothing), with the bytes each call must read for the roofline."""
 import argparse, functools, json, math, time
 from pathlib import Path
@@ -60,7 +61,7 @@ def dense_rows(shapes, Ms, scheme='per-channel', log=print):
 
 
 def moe_rows(E, top_k, H, I, Ms, log=print):
-    from mtp_lit.draft_moe import fp8_moe, quantize_experts, _grouped_moe, MoEActivation
+    from mtp_lit.draft_moe import fp8_moe, quantize_experts, _grouped_moe, _gemv_moe, _vllm_experts, MoEActivation
     from vllm.model_executor.layers.fused_moe import fused_moe  # noqa: F401  (registers torch.ops.vllm.fused_experts)
     from mtp_lit.kernels import time_graph
     g = torch.Generator(device='cuda').manual_seed(1)
@@ -77,12 +78,14 @@ def moe_rows(E, top_k, H, I, Ms, log=print):
         act = MoEActivation.SILU
         t = {'mtp_lit': [functools.partial(fp8_moe, x, q13, s13, q2, s2, tw, i) for i in ids],
              'mtp_lit_grouped': [functools.partial(_grouped_moe, x, q13, s13, q2, s2, tw, i.long(), None, act, False) for i in ids],
+             'vllm_w8a8': [functools.partial(_vllm_experts, x, q13, s13, q2, s2, tw, i, None, act, None, False) for i in ids],
+             'mtp_lit_gemv': [functools.partial(_gemv_moe, x, q13, s13, q2, s2, tw, i, None, act, False) for i in ids] if M <= 16 else [],
              'bf16': [functools.partial(torch.ops.vllm.fused_experts, hidden_states=x, w1=w13, w2=w2, topk_weights=tw, topk_ids=i) for i in ids]}
         used = float(torch.stack([torch.bincount(i.flatten().long(), minlength=E) > 0 for i in ids]).float().sum(-1).mean())
         r = dict(kind='experts', E=E, top_k=top_k, H=H, I=I, M=M, experts_read=used, fp8_bytes=int(used * 3 * I * H),
                  bf16_bytes=int(used * 6 * I * H))
         for k, fns in t.items():
-            try: r[k] = time_graph(fns)
+            try: r[k] = time_graph(fns) if fns else None
             except Exception as e: r[k] = None; log(f'  experts M={M} {k}: {type(e).__name__}: {str(e)[:200]}')
         rows.append(r)
         log(f"experts E={E} M={M:3d} ({used:.0f} read) " + ' '.join(f"{k} {1e3 * r[k]:7.1f}" if r[k] else f"{k} -" for k in t) + ' us')

@@ -368,8 +368,8 @@ def moe_gemv_up_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, h_ptr, H, I, E,
                        BSN: tl.constexpr, BSK: tl.constexpr, ACT: tl.constexpr, WEIGHT_IN: tl.constexpr, PDL: tl.constexpr = 0):
     """h[s, i] for slot s = m * TOPK + j and e = ids[s] in [0, E): the gate row i and up row I + i of scale[e] * w[e]
     [2I, H] times x[m] (times wt[s] with WEIGHT_IN), accumulated in float32; ACT 1 stores silu(gate) * up in h [M * TOPK, I],
-    ACT 0 both raw rows in h [M * TOPK, 2I] (at i and I + i). Row scales [E, 2I] or, with BLOCK_SCALES, [E, 2I / BSN, H / BSK]
-    (then BK == BSK). Slots of other experts are left unwritten. grid = (cdiv(I, BI), M * TOPK)."""
+    ACT 0 both raw rows in h [M * TOPK, 2I] (at i and I + i). Row scales [E, 2I] or, with BLOCK_SCALES, [E, ceil(2I / BSN), ceil(H / BSK)]
+    (then BK divides BSK). Slots of other experts are left unwritten. grid = (cdiv(I, BI), M * TOPK)."""
     _pdl_start(PDL)
     s = tl.program_id(1)
     m = s // TOPK
@@ -388,7 +388,7 @@ def moe_gemv_up_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, h_ptr, H, I, E,
             msk = i_ok[:, None] & k_ok[None, :]
             pg = tl.sum(tl.load(wb + ri[:, None] * stride_wn + rk[None, :], mask=msk, other=0.0).to(tl.float32) * xv[None, :], 1)
             pu = tl.sum(tl.load(wb + (ri + I)[:, None] * stride_wn + rk[None, :], mask=msk, other=0.0).to(tl.float32) * xv[None, :], 1)
-            if BLOCK_SCALES:   # one scale per (row block, this BK = BSK column block)
+            if BLOCK_SCALES:   # one scale per (row block, the column block holding this BK chunk)
                 pg *= tl.load(sb + (ri // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=i_ok, other=0.0)
                 pu *= tl.load(sb + ((ri + I) // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=i_ok, other=0.0)
             ag += pg
@@ -412,7 +412,7 @@ def _gemv_down_part(w, h_ptr, sb, m, rj, rh, kk, k0, e_ok, h_ok, I, stride_sn, s
     "One chunk of `moe_gemv_down_kernel`: e4m3 weights w [TOPK_P2, BH, BK] times the slots' activations at columns kk, [TOPK_P2, BH] in float32."
     hv = tl.load(h_ptr + (m * TOPK + rj)[:, None] * I + kk[None, :], mask=e_ok[:, None] & (kk < I)[None, :], other=0.0)
     p = tl.sum(w.to(tl.float32) * hv[:, None, :], 2)
-    if BLOCK_SCALES:   # one scale per (row block, this BK = BSK column block)
+    if BLOCK_SCALES:   # one scale per (row block, the column block holding this BK chunk)
         p *= tl.load(sb + (rh // BSN)[None, :] * stride_sn + (k0 // BSK) * stride_sk, mask=e_ok[:, None] & h_ok[None, :], other=0.0)
     return p
 
@@ -424,9 +424,10 @@ def moe_gemv_down_kernel(h_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, o_ptr, H, I, E,
                          PDL: tl.constexpr = 0):
     """out[m, r] = sum over the slots j with e_j = ids[m, j] in [0, E) of wt[m, j] (1 without HAS_W) times
     (scale[e_j] * w[e_j])[r, :] . h[m * TOPK + j, :], accumulated in float32; w [E, H, I], h float32 [M * TOPK, I], scales
-    as in `moe_gemv_up_kernel` (BK == BSK with BLOCK_SCALES). grid = (cdiv(H, BH), M). Under PDL the program loads the
+    as in `moe_gemv_up_kernel` (BK divides BSK with BLOCK_SCALES). grid = (cdiv(H, BH), M). Under PDL the program loads the
     routing and its first weight chunk (all of its rows' weights when BK >= I) before it waits for the launch that writes
-    h: the routing was written before that launch began (it waited for it), and the ids are read through L2 (.cg)."""
+    h: the routing must be the tensor that launch read (written before it began: it waited for it), and it is read
+    through L2 (.cg)."""
     m = tl.program_id(1)
     rh = tl.program_id(0) * BH + tl.arange(0, BH)
     h_ok = rh < H

@@ -112,7 +112,7 @@ def gemv_experts_ok(x, block=None) -> bool:
     return 0 < x.shape[0] <= moe_gemv_max_m() and triton_ok(x) and (block is None or (block[1] >= 16 and not block[1] & (block[1] - 1)))
 
 def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
-    "The routed experts of a few tokens in two launches (`moe_gemv_up`, `moe_gemv_down`; Triton): capture-safe, each token's slots added in registers."
+    "The routed experts of a few tokens in two launches (`moe_gemv_up`, `moe_gemv_down`; Triton) on int32 `ids`: capture-safe, each token's slots added in registers."
     fused = activation == MoEActivation.SILU and not swiglu   # SiLU-and-mul in the first launch; another activation between the two
     h = moe_gemv_up(x, w13, s13, ids, act='silu_mul' if fused else None, block_size=block, pdl=served_pdl(),
                     topk_weights=topk_weights if apply_router_weight_on_input else None)
@@ -162,8 +162,10 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
     gemv = dense is not True and gemv_experts_ok(x, block)
     if dense is None and not gemv and vllm_experts_ok(x, activation, swiglu):
         return _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation, expert_map, apply_router_weight_on_input)
+    if gemv:   # int32 ids, one tensor for both launches (the second reads it before its PDL wait)
+        ids = topk_ids.int() if expert_map is None else expert_map[topk_ids.long()].int()
+        return _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu)
     ids = topk_ids.long() if expert_map is None else expert_map[topk_ids.long()].long()
-    if gemv: return _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu)
     if triton_ok(x) and not dense:
         return _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu)
     if dense is None: dense = x.is_cuda and torch.cuda.is_current_stream_capturing()

@@ -602,8 +602,9 @@ def _p2(n): return 1 << max(0, (n - 1).bit_length())
 
 def gemv_config(M, H, I, top_k, block_size=None):
     """Launch config `(BI, BK1, BH, BK2, num_warps)` of `moe_gemv_up` (BI rows by BK1 columns a step) and `moe_gemv_down`
-    (BH rows of each of a token's top_k experts by BK2 columns) for M tokens: the fastest of the probe's grid at one token and
-    at 2 to 8 (`nbs/bench/probes/moe_gemv_probe.json`), clipped to the shapes; with block scales BK1 = BK2 = the block's columns."""
+    (BH rows of each of a token's top_k experts by BK2 columns) for M tokens: the fastest of the probe's grid at 1, 4 and 8
+    tokens (`nbs/bench/probes/moe_gemv_probe.json`; at 2 its best had 4 warps in the first launch), clipped to the shapes;
+    with block scales BK1 = BK2 = the block's columns."""
     BI, BK1, BH, BK2 = (8, 1024, 8, 512) if M == 1 else (8, 512, 16, 256)
     BK1, BK2 = min(BK1, max(16, _p2(H))), min(BK2, max(16, _p2(I)))
     if block_size: BK1 = BK2 = block_size[1]
@@ -611,12 +612,16 @@ def gemv_config(M, H, I, top_k, block_size=None):
     while _p2(top_k) * BH * BK2 > 32768 and BK2 > 16 and not block_size: BK2 //= 2
     return BI, BK1, BH, BK2, 8
 
-def _gemv_scales(w, scale, block_size, what):
-    "(block?, float32 scales, stride_n, stride_k) for the GEMV kernels; ValueError unless e4m3 experts with row or block scales."
+def _pow2_ok(n, lo=1): return n >= lo and not n & (n - 1)
+
+def _gemv_scales(w, scale, block_size, what, rows, bk):
+    "(block?, float32 scales, stride_n, stride_k) for the GEMV kernels; ValueError unless e4m3 experts with row or block scales that the tile (rows, bk) fits."
     if w.dtype != FP8 or scale is None: raise ValueError(f"{what}: moe_gemv takes float8_e4m3fn experts with scales, got {w.dtype}")
+    if w.stride(-1) != 1: raise ValueError(f"{what}: moe_gemv needs the experts' rows contiguous (stride 1 along the last dim)")
+    if not (_pow2_ok(rows) and _pow2_ok(bk, 16)): raise ValueError(f"{what}: tile rows {rows} and columns {bk} must be powers of two (columns >= 16)")
     if scale_scheme(w, scale, block_size) == 'block':
-        if block_size[1] < 16 or block_size[1] & (block_size[1] - 1):
-            raise ValueError(f"{what}: block columns {block_size[1]} must be a power of two >= 16 for moe_gemv")
+        if not _pow2_ok(block_size[1], 16) or bk > block_size[1]:   # a column chunk within one scale block
+            raise ValueError(f"{what}: block columns {block_size[1]} must be a power of two >= 16 and >= the tile's {bk} for moe_gemv")
         s = scale.float().contiguous()
         return True, s, s.stride(1), s.stride(2)
     s = scale.float().reshape(w.shape[0], -1).contiguous()   # [E, N] rows, or [E, 1] per tensor
@@ -636,8 +641,8 @@ def moe_gemv_up(x, # tokens [M, H], bf16/fp16
     if act not in (None, 'silu_mul'): raise ValueError(f"act must be None or 'silu_mul', got {act!r}")
     I = I2 // 2
     x = x if x.stride(-1) == 1 else x.contiguous()
-    blk, s13, ssn, ssk = _gemv_scales(w13, s13, block_size, 'w13')
     BI, BK1, _, _, nw = config or gemv_config(M, H, I, top_k, block_size)
+    blk, s13, ssn, ssk = _gemv_scales(w13, s13, block_size, 'w13', BI, BK1)
     h = torch.empty(M * top_k, I if act else I2, device=x.device, dtype=torch.float32)
     ids = topk_ids.to(torch.int32).contiguous()
     wt = topk_weights.float().contiguous() if topk_weights is not None else h
@@ -650,7 +655,7 @@ def moe_gemv_up(x, # tokens [M, H], bf16/fp16
 def moe_gemv_down(h, # float32 [M * top_k, I]: each slot's activation, as `moe_gemv_up` returns it
                   w2, # experts' down projections [E, H, I] float8_e4m3fn
                   s2, # scales: rows [E, H] (or [E, 1]), or blocks [E, H/bn, I/bk] with `block_size`
-                  topk_ids, # [M, top_k], as for `moe_gemv_up`
+                  topk_ids, # [M, top_k] int32: the tensor `moe_gemv_up` read (under PDL read before the wait: it must predate that launch)
                   topk_weights=None, # [M, top_k] router weights; None: every slot weighs 1
                   *, out_dtype=torch.bfloat16, block_size=None, config=None, pdl=False):
     "Each token's routed-expert sum [M, H] in one launch (CUDA, Triton): the down projections of its slots, weighted and added in registers."
@@ -658,10 +663,11 @@ def moe_gemv_down(h, # float32 [M * top_k, I]: each slot's activation, as `moe_g
     M, top_k = topk_ids.shape
     if tuple(h.shape) != (M * top_k, I) or h.dtype != torch.float32:
         raise ValueError(f"h must be float32 [{M * top_k}, {I}], got {h.dtype} {tuple(h.shape)}")
-    blk, s2, ssn, ssk = _gemv_scales(w2, s2, block_size, 'w2')
     _, _, BH, BK2, nw = config or gemv_config(M, H, I, top_k, block_size)
+    blk, s2, ssn, ssk = _gemv_scales(w2, s2, block_size, 'w2', BH, BK2)
     out = torch.empty(M, H, device=h.device, dtype=out_dtype)
     ids = topk_ids.to(torch.int32).contiguous()
+    if ids is not topk_ids: pdl = False   # a copy made here would be read before the wait for the copy
     wt = topk_weights.float().contiguous() if topk_weights is not None else h
     _tk().moe_gemv_down_kernel[(math.ceil(H / BH), M)](
         h.contiguous(), w2, s2, ids, wt, out, H, I, E, w2.stride(0), w2.stride(1), s2.stride(0), ssn, ssk,

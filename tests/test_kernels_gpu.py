@@ -702,7 +702,7 @@ def test_gemv_fp8_moe_vs_float64(scheme, on_input, gemv_on):
     "With MTP_LIT_MOE_GEMV_MAX_M=8 fp8_moe takes the GEMV launches: W8A16 within bf16 rounding of float64 (vLLM's W8A8: 6e-2), every scale layout, odd shapes, expert parallelism."
     import mtp_lit.draft_moe as dm
     g = gen()
-    for E, H, I, k in ((64, 2048, 512, 8), (16, 200 if scheme != 'block' else 320, 72 if scheme != 'block' else 128, 6)):
+    for E, H, I, k in ((64, 2048, 512, 8), (16, 200 if scheme != 'block' else 320, 68 if scheme != 'block' else 128, 6)):
         q13, s13, q2, s2, block = _experts(scheme, E=E, H=H, I=I, g=g)
         for T in (1, 3, 8):
             x = rand(T, H, g=g).bfloat16()
@@ -721,20 +721,24 @@ def test_gemv_fp8_moe_vs_float64(scheme, on_input, gemv_on):
         assert ((ep.double() - ref).norm() / ref.norm()).item() < 5e-3
 
 
-def test_gemv_fp8_moe_other_activations(gemv_on):
-    "GELU and SwiGLU-OAI (interleaved) between the two launches: the host loop's result (gated_act on both)."
+@pytest.mark.parametrize('scheme', ['per-channel', 'block'])
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_gemv_fp8_moe_other_activations(scheme, dtype, gemv_on):
+    "GELU, SiLU with a clamp, SwiGLU-OAI (interleaved and not) between the two launches: the host loop's result (gated_act on both)."
     import mtp_lit.draft_moe as dm
     g = gen()
-    q13, s13, q2, s2, block = _experts('per-channel', E=16, H=256, I=128, g=g)
-    x = rand(4, 256, g=g).bfloat16()
-    assert dm.gemv_experts_ok(x)
+    q13, s13, q2, s2, block = _experts(scheme, E=16, H=256, I=128, g=g)
+    x = rand(4, 256, g=g).to(dtype)
+    assert dm.gemv_experts_ok(x, block)
     ids = torch.stack([torch.randperm(16, device='cuda', generator=g)[:4] for _ in range(4)]).int()
     tw = torch.rand(4, 4, device='cuda', generator=g)
-    for act in (dm.MoEActivation.GELU, dm.MoEActivation.SWIGLUOAI):
-        y = fp8_moe(x, q13, s13, q2, s2, tw, ids, activation=act)
+    A = dm.MoEActivation
+    for act, swiglu in ((A.GELU, None), (A.SILU, (0.5, 1.0, 0.0)), (A.SWIGLUOAI, dm.swiglu_params(A.SWIGLUOAI)), (A.SWIGLUOAI_UNINTERLEAVE, (0.5, 1.702, 1.0))):
+        y = fp8_moe(x, q13, s13, q2, s2, tw, ids, block, activation=act, swiglu=swiglu)
         saved, dm.triton_ok = dm.triton_ok, lambda x: False
-        try: loop = fp8_moe(x, q13, s13, q2, s2, tw, ids, activation=act, dense=False)
+        try: loop = fp8_moe(x, q13, s13, q2, s2, tw, ids, block, activation=act, dense=False, swiglu=swiglu)
         finally: dm.triton_ok = saved
+        assert y.dtype == dtype
         assert ((y.double() - loop.double()).norm() / loop.double().norm()).item() < 1e-2, act
 
 

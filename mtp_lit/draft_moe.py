@@ -18,7 +18,7 @@ from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
 from .fp8 import SCALE_SENTINEL, quantize_fp8
 from typing import Optional
-from .kernels import fp8_linear, moe_linear, moe_sum, moe_gemv_up, moe_gemv_down, moe_gemv_max_m, opaque_op, triton_ok, served_pdl
+from .kernels import fp8_linear, moe_linear, moe_sum, moe_gemv_up, moe_gemv_down, moe_gemv_max_m, gemv_block_ok, opaque_op, triton_ok, served_pdl
 
 # %% ../nbs/07a_draft_moe.ipynb #6750e592
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
@@ -108,8 +108,8 @@ def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, appl
     return moe_sum(y, ids, None if apply_router_weight_on_input else topk_weights)   # slots on another rank: never written, skipped
 
 def gemv_experts_ok(x, block=None) -> bool:
-    "Whether tokens `x` [T, H] take the two GEMV launches: Triton, 1 <= T <= `kernels.moe_gemv_max_m()` (environment MTP_LIT_MOE_GEMV_MAX_M, default `MOE_GEMV_MAX_M` = 0: never), block scales of a power-of-two width >= 16."
-    return 0 < x.shape[0] <= moe_gemv_max_m() and triton_ok(x) and (block is None or (block[1] >= 16 and not block[1] & (block[1] - 1)))
+    "Whether tokens `x` [T, H] take the two GEMV launches: Triton, 1 <= T <= `kernels.moe_gemv_max_m()` (environment MTP_LIT_MOE_GEMV_MAX_M, default `MOE_GEMV_MAX_M` = 0: never), block scales `kernels.gemv_block_ok` takes."
+    return 0 < x.shape[0] <= moe_gemv_max_m() and triton_ok(x) and gemv_block_ok(block)
 
 def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
     "The routed experts of a few tokens in two launches (`moe_gemv_up`, `moe_gemv_down`; Triton) on int32 `ids`: capture-safe, each token's slots added in registers."

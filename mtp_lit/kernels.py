@@ -8,10 +8,10 @@ __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'FIXUP_MAX_FLOATS', 
            'm_bucket', 'linear_use', 'default_config', 'fit_block_k', 'tuned_table', 'select_config',
            'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'served_pdl', 'silu_mul', 'fp8_linear',
            'fp8_linear_argmax', 'split_counters', 'scaled_mm_ok', 'xq_tuned', 'vllm_scaled_mm_ops', 'quantize_act_rows',
-           'scaled_mm_linear', 'moe_linear', 'moe_sum', 'moe_gemv_max_m', 'gemv_config', 'moe_gemv_up', 'moe_gemv_down',
-           'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul', 'fused_gated_attn',
-           'fused_router_topk', 'fused_moe_combine', 'read_sweep', 'time_graph', 'candidate_configs', 'precompile',
-           'tune_fp8_linear']
+           'scaled_mm_linear', 'moe_linear', 'moe_sum', 'moe_gemv_max_m', 'gemv_config', 'gemv_block_ok', 'moe_gemv_up',
+           'moe_gemv_down', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul',
+           'fused_gated_attn', 'fused_router_topk', 'fused_moe_combine', 'read_sweep', 'time_graph',
+           'candidate_configs', 'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/06b_kernels.ipynb #0c96b2d0
 import math, os, json, functools, itertools, statistics, time, importlib.util
@@ -82,6 +82,8 @@ KERNEL_VARIANTS = {  # (A8, WCVT, SWAP): the kernel designs the tuner compares
 
 
 # %% ../nbs/06b_kernels.ipynb #43ef4388
+def _pow2(n): return 1 << max(0, (n - 1).bit_length())   # the next power of two >= n (1 for n <= 1)
+
 def block_m(M):
     "Rows of the activation tile for M tokens: the next power of two in [16, 64] (tl.dot needs >= 16)."
     return min(64, max(16, 1 << max(0, (M - 1).bit_length())))
@@ -598,21 +600,23 @@ GEMV_CROSSOVER_M = 8   # the most tokens at which the H100 probe has them ahead 
 
 def moe_gemv_max_m() -> int: return int(os.environ.get('MTP_LIT_MOE_GEMV_MAX_M', MOE_GEMV_MAX_M))
 
-def _p2(n): return 1 << max(0, (n - 1).bit_length())
-
 def gemv_config(M, H, I, top_k, block_size=None):
     """Launch config `(BI, BK1, BH, BK2, num_warps)` of `moe_gemv_up` (BI rows by BK1 columns a step) and `moe_gemv_down`
     (BH rows of each of a token's top_k experts by BK2 columns) for M tokens: the fastest of the probe's grid at 1, 4 and 8
     tokens (`nbs/bench/probes/moe_gemv_probe.json`; at 2 its best had 4 warps in the first launch), clipped to the shapes;
     with block scales BK1 = BK2 = the block's columns."""
     BI, BK1, BH, BK2 = (8, 1024, 8, 512) if M == 1 else (8, 512, 16, 256)
-    BK1, BK2 = min(BK1, max(16, _p2(H))), min(BK2, max(16, _p2(I)))
+    BK1, BK2 = min(BK1, max(16, _pow2(H))), min(BK2, max(16, _pow2(I)))
     if block_size: BK1 = BK2 = block_size[1]
-    while _p2(top_k) * BH * BK2 > 32768 and BH > 4: BH //= 2   # the down launch's [top_k, BH, BK2] tile stays in registers
-    while _p2(top_k) * BH * BK2 > 32768 and BK2 > 16 and not block_size: BK2 //= 2
+    while _pow2(top_k) * BH * BK2 > 32768 and BH > 4: BH //= 2   # the down launch's [top_k, BH, BK2] tile stays in registers
+    while _pow2(top_k) * BH * BK2 > 32768 and BK2 > 16 and not block_size: BK2 //= 2
     return BI, BK1, BH, BK2, 8
 
 def _pow2_ok(n, lo=1): return n >= lo and not n & (n - 1)
+
+def gemv_block_ok(block_size) -> bool:
+    "Whether the GEMV launches take experts with these block scales (None: row scales): block columns a power of two >= 16."
+    return block_size is None or _pow2_ok(block_size[1], 16)
 
 def _gemv_scales(w, scale, block_size, what, rows, bk):
     "(block?, float32 scales, stride_n, stride_k) for the GEMV kernels; ValueError unless e4m3 experts with row or block scales that the tile (rows, bk) fits."
@@ -620,7 +624,7 @@ def _gemv_scales(w, scale, block_size, what, rows, bk):
     if w.stride(-1) != 1: raise ValueError(f"{what}: moe_gemv needs the experts' rows contiguous (stride 1 along the last dim)")
     if not (_pow2_ok(rows) and _pow2_ok(bk, 16)): raise ValueError(f"{what}: tile rows {rows} and columns {bk} must be powers of two (columns >= 16)")
     if scale_scheme(w, scale, block_size) == 'block':
-        if not _pow2_ok(block_size[1], 16) or bk > block_size[1]:   # a column chunk within one scale block
+        if not gemv_block_ok(block_size) or bk > block_size[1]:   # a column chunk within one scale block
             raise ValueError(f"{what}: block columns {block_size[1]} must be a power of two >= 16 and >= the tile's {bk} for moe_gemv")
         s = scale.float().contiguous()
         return True, s, s.stride(1), s.stride(2)
@@ -666,12 +670,12 @@ def moe_gemv_down(h, # float32 [M * top_k, I]: each slot's activation, as `moe_g
     _, _, BH, BK2, nw = config or gemv_config(M, H, I, top_k, block_size)
     blk, s2, ssn, ssk = _gemv_scales(w2, s2, block_size, 'w2', BH, BK2)
     out = torch.empty(M, H, device=h.device, dtype=out_dtype)
-    ids = topk_ids.to(torch.int32).contiguous()
-    if ids is not topk_ids: pdl = False   # a copy made here would be read before the wait for the copy
+    if topk_ids.dtype != torch.int32 or not topk_ids.is_contiguous():   # read before the PDL wait: no copy made here
+        raise ValueError(f"topk_ids must be the contiguous int32 tensor moe_gemv_up read, got {topk_ids.dtype}")
     wt = topk_weights.float().contiguous() if topk_weights is not None else h
     _tk().moe_gemv_down_kernel[(math.ceil(H / BH), M)](
-        h.contiguous(), w2, s2, ids, wt, out, H, I, E, w2.stride(0), w2.stride(1), s2.stride(0), ssn, ssk,
-        out.stride(0), TOPK=top_k, TOPK_P2=_p2(top_k), BH=BH, BK=BK2, BLOCK_SCALES=blk, BSN=block_size[0] if blk else 1,
+        h.contiguous(), w2, s2, topk_ids, wt, out, H, I, E, w2.stride(0), w2.stride(1), s2.stride(0), ssn, ssk,
+        out.stride(0), TOPK=top_k, TOPK_P2=_pow2(top_k), BH=BH, BK=BK2, BLOCK_SCALES=blk, BSN=block_size[0] if blk else 1,
         BSK=block_size[1] if blk else 1, HAS_W=topk_weights is not None, num_warps=nw, **(pdl_launch(h) if pdl else {}))
     return out
 
@@ -720,7 +724,6 @@ def _(x, qweight, scale=None): return torch.empty(x.shape[:-1], dtype=torch.int6
 # %% ../nbs/06b_kernels.ipynb #47f2f613
 GLUE_WARPS = 16   # num_warps of the RMSNorm and SiluAndMul glue launches (H200: nbs/bench/probes/glue_warps_probe.json)
 
-def _pow2(n): return 1 << max(0, (n - 1).bit_length())
 
 def fused_rms_norm(x, # rows [M, H], bf16 or float32
                    w, # the norm's weight [H]

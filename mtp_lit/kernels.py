@@ -595,7 +595,7 @@ def moe_sum(y, # routed-expert outputs [M, top_k, N], as `moe_linear` returns th
 
 
 # %% ../nbs/06b_kernels.ipynb #gemv03
-MOE_GEMV_MAX_M = 0   # tokens up to which `draft_moe.fp8_moe` takes the two GEMV launches (environment MTP_LIT_MOE_GEMV_MAX_M); 0: never
+MOE_GEMV_MAX_M = 8   # tokens up to which `draft_moe.fp8_moe` takes the two GEMV launches (environment MTP_LIT_MOE_GEMV_MAX_M); 0: never
 GEMV_CROSSOVER_M = 8   # the most tokens at which the H100 probe has them ahead of vLLM's fused MoE (`nbs/bench/probes/moe_gemv_probe.json`)
 
 def moe_gemv_max_m() -> int: return int(os.environ.get('MTP_LIT_MOE_GEMV_MAX_M', MOE_GEMV_MAX_M))

@@ -108,7 +108,7 @@ def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, appl
     return moe_sum(y, ids, None if apply_router_weight_on_input else topk_weights)   # slots on another rank: never written, skipped
 
 def gemv_experts_ok(x, block=None) -> bool:
-    "Whether tokens `x` [T, H] take the two GEMV launches: Triton, 1 <= T <= `kernels.moe_gemv_max_m()` (environment MTP_LIT_MOE_GEMV_MAX_M, default `MOE_GEMV_MAX_M` = 0: never), block scales `kernels.gemv_block_ok` takes."
+    "Whether tokens `x` [T, H] take the two GEMV launches: Triton, 1 <= T <= `kernels.moe_gemv_max_m()` (environment MTP_LIT_MOE_GEMV_MAX_M, default `MOE_GEMV_MAX_M` = 8; 0: never), block scales `kernels.gemv_block_ok` takes."
     return 0 < x.shape[0] <= moe_gemv_max_m() and triton_ok(x) and gemv_block_ok(block)
 
 def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
@@ -153,7 +153,7 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
     `MoEActivation` (SiLU, GELU, GELU-tanh, SwiGLU-OAI; `swiglu` = the clamp (limit, alpha, beta), default `swiglu_params`'s,
     and for SiLU the layer's clamp where it sets one, as `Fp8DraftMoEMethod` passes it);
     `apply_router_weight_on_input` scales the input instead of the output, as vLLM's
-    flag of that name. With Triton and up to `moe_gemv_max_m()` tokens (0 by default): two GEMV launches (`gemv_experts_ok`, capture-safe). Else on CUDA:
+    flag of that name. With Triton and up to `moe_gemv_max_m()` tokens (8 by default): two GEMV launches (`gemv_experts_ok`, capture-safe). Else on CUDA:
     vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`), or with Triton where that is not taken the grouped `moe_linear`
     kernel (capture-safe). Elsewhere: tokens grouped by
     expert on the host, or, with `dense` (default: while a CUDA graph is being captured), every local expert on all tokens.

@@ -86,7 +86,7 @@ def _pow2(n): return 1 << max(0, (n - 1).bit_length())   # the next power of two
 
 def block_m(M):
     "Rows of the activation tile for M tokens: the next power of two in [16, 64] (tl.dot needs >= 16)."
-    return min(64, max(16, 1 << max(0, (M - 1).bit_length())))
+    return min(64, max(16, _pow2(M)))
 
 def m_bucket(M):
     "The M bucket a tuned config is stored under: 1, 4, 16, 64 or 256 (the smallest of those >= M, 256 for larger)."
@@ -356,7 +356,7 @@ def fp8_linear_argmax(x, qweight, scale=None, *, block_size=(128, 128), config=N
     pi = torch.empty(M, nt, device=x.device, dtype=torch.int32)
     ids = torch.empty(M, device=x.device, dtype=torch.int64)
     _launch_linear(x2, qweight, scale, None, None, None, None, mode, cfg, block_size, argmax=(pv, pi), pdl=pdl)
-    _tk().argmax_finalize_kernel[(M,)](pv, pi, ids, nt, BLOCK=max(16, 1 << (nt - 1).bit_length()),
+    _tk().argmax_finalize_kernel[(M,)](pv, pi, ids, nt, BLOCK=max(16, _pow2(nt)),
                                        **(pdl_launch(x2) if pdl else {}))
     return ids.reshape(lead)
 
@@ -562,7 +562,7 @@ def moe_linear(x, qweight, scale, topk_ids, *, per_slot_input=False, act=None, b
     tk.moe_linear_kernel[grid](
         x2, qweight, s if s is not None else qweight, ids, out, M, N, K,
         x2.stride(0), qweight.stride(0), qweight.stride(1), (s.stride(0) if s is not None else 0), ssn, ssk, out.stride(0),
-        TOPK=top_k, TOPK_P2=1 << max(0, (top_k - 1).bit_length()), PER_SLOT_X=per_slot_input,
+        TOPK=top_k, TOPK_P2=_pow2(top_k), PER_SLOT_X=per_slot_input,
         BM=BM, BN=cfg.BN, BK=cfg.BK, SCALE_MODE=SCALE_MODES[mode], BSN=block_size[0], BSK=block_size[1],
         A8=cfg.A8 and mode != 'none', WCVT=cfg.WCVT if x.dtype == torch.bfloat16 else 0, SWAP=cfg.SWAP and cfg.BN >= 64,
         DOT_F32=interp, ACT=1 if act else 0, SLOTS=slots, E=E, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
@@ -587,7 +587,7 @@ def moe_sum(y, # routed-expert outputs [M, top_k, N], as `moe_linear` returns th
     y2 = y.reshape(M * top_k, N)
     if y2.stride(1) != 1: y2 = y2.contiguous()
     out = torch.empty(M, N, device=y.device, dtype=y.dtype)
-    BLOCK = min(1024, 1 << max(0, (N - 1).bit_length()))
+    BLOCK = min(1024, _pow2(N))
     _tk().moe_sum_kernel[(M, math.ceil(N / BLOCK))](
         y2, topk_ids.contiguous(), y2 if topk_weights is None else topk_weights.contiguous(), out, N, y2.stride(0), out.stride(0),
         TOPK=top_k, HAS_W=topk_weights is not None, BLOCK=BLOCK, num_warps=4, **(pdl_launch(y2) if pdl else {}))

@@ -362,18 +362,31 @@ def moe_sum_kernel(y_ptr, ids_ptr, wt_ptr, o_ptr, N, stride_ym, stride_om,
 
 # %% ../nbs/06c_triton_kernels.ipynb #gemv01
 @triton.jit
-def moe_gemv_up_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, h_ptr, H, I, E,
+def _live(pad_ptr, m, PAD: tl.constexpr):
+    """Whether token m is a real one, not padding: PAD 1 pad_ptr a bool mask, True on padding (vLLM's `is_padding`); 2 a slot
+    mapping, negative on padding (vLLM's PADDING_SLOT_ID). Written before the launch, so read before a PDL wait."""
+    if PAD == 1:
+        return tl.load(pad_ptr + m) == 0
+    else:
+        return tl.load(pad_ptr + m) >= 0
+
+@triton.jit
+def moe_gemv_up_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, pad_ptr, h_ptr, H, I, E,
                        stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_sk,
                        TOPK: tl.constexpr, BI: tl.constexpr, BK: tl.constexpr, BLOCK_SCALES: tl.constexpr,
-                       BSN: tl.constexpr, BSK: tl.constexpr, ACT: tl.constexpr, WEIGHT_IN: tl.constexpr, PDL: tl.constexpr = 0):
+                       BSN: tl.constexpr, BSK: tl.constexpr, ACT: tl.constexpr, WEIGHT_IN: tl.constexpr, PAD: tl.constexpr = 0,
+                       PDL: tl.constexpr = 0):
     """h[s, i] for slot s = m * TOPK + j and e = ids[s] in [0, E): the gate row i and up row I + i of scale[e] * w[e]
     [2I, H] times x[m] (times wt[s] with WEIGHT_IN), accumulated in float32; ACT 1 stores silu(gate) * up in h [M * TOPK, I],
     ACT 0 both raw rows in h [M * TOPK, 2I] (at i and I + i). Row scales [E, 2I] or, with BLOCK_SCALES, [E, ceil(2I / BSN), ceil(H / BSK)]
-    (then BK divides BSK). Slots of other experts are left unwritten. grid = (cdiv(I, BI), M * TOPK)."""
+    (then BK divides BSK). Slots of other experts, and every slot of a padding token (`_live`), are left unwritten.
+    grid = (cdiv(I, BI), M * TOPK)."""
     _pdl_start(PDL)
     s = tl.program_id(1)
     m = s // TOPK
     e = tl.load(ids_ptr + s)
+    if PAD:   # a padding token's slots read as -1: skipped
+        e = tl.where(_live(pad_ptr, m, PAD), e, -1)
     ri = tl.program_id(0) * BI + tl.arange(0, BI)
     i_ok = ri < I
     if (e >= 0) & (e < E):
@@ -417,11 +430,11 @@ def _gemv_down_part(w, h_ptr, sb, m, rj, rh, kk, k0, e_ok, h_ok, I, stride_sn, s
     return p
 
 @triton.jit
-def moe_gemv_down_kernel(h_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, o_ptr, H, I, E,
+def moe_gemv_down_kernel(h_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, pad_ptr, o_ptr, H, I, E,
                          stride_we, stride_wn, stride_se, stride_sn, stride_sk, stride_om,
                          TOPK: tl.constexpr, TOPK_P2: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr,
                          BLOCK_SCALES: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr, HAS_W: tl.constexpr,
-                         PDL: tl.constexpr = 0):
+                         PAD: tl.constexpr = 0, PDL: tl.constexpr = 0):
     """out[m, r] = sum over the slots j with e_j = ids[m, j] in [0, E) of wt[m, j] (1 without HAS_W) times
     (scale[e_j] * w[e_j])[r, :] . h[m * TOPK + j, :], accumulated in float32; w [E, H, I], h float32 [M * TOPK, I], scales
     as in `moe_gemv_up_kernel` (BK divides BSK with BLOCK_SCALES). grid = (cdiv(H, BH), M). Under PDL the program loads the
@@ -433,6 +446,8 @@ def moe_gemv_down_kernel(h_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, o_ptr, H, I, E,
     h_ok = rh < H
     rj = tl.arange(0, TOPK_P2)
     e = tl.load(ids_ptr + m * TOPK + rj, mask=rj < TOPK, other=-1, cache_modifier='.cg')
+    if PAD:   # a padding token's slots read as -1: its row is 0
+        e = tl.where(_live(pad_ptr, m, PAD), e, -1)
     e_ok = (rj < TOPK) & (e >= 0) & (e < E)
     ec = tl.where(e_ok, e, 0).to(tl.int64)
     wrow = w_ptr + ec[:, None, None] * stride_we + rh[None, :, None] * stride_wn          # [TOPK_P2, BH, 1]

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['SWIGLU_OAI', 'GATED_ACTS', 'GATED_ACTS_TEXT', 'OAI_LIMIT', 'OAI_ALPHA', 'MOE_VLLM_MIN_M', 'VLLM_FUSED_ACTS',
            'quantize_experts', 'swiglu_oai', 'swiglu_params', 'gated_act', 'gemv_experts_ok', 'vllm_experts_ok',
-           'fp8_moe', 'fp8_moe_op', 'Fp8DraftMoEMethod']
+           'fp8_moe', 'fp8_moe_op', 'padding_rows', 'Fp8DraftMoEMethod']
 
 # %% ../nbs/07a_draft_moe.ipynb #455b31ad
 import os
@@ -111,14 +111,14 @@ def gemv_experts_ok(x, block=None) -> bool:
     "Whether tokens `x` [T, H] take the two GEMV launches: Triton, 1 <= T <= `kernels.moe_gemv_max_m()` (environment MTP_LIT_MOE_GEMV_MAX_M, default `MOE_GEMV_MAX_M` = 8; 0: never), block scales `kernels.gemv_block_ok` takes."
     return 0 < x.shape[0] <= moe_gemv_max_m() and triton_ok(x) and gemv_block_ok(block)
 
-def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
-    "The routed experts of a few tokens in two launches (`moe_gemv_up`, `moe_gemv_down`; Triton) on int32 `ids`: capture-safe, each token's slots added in registers."
+def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None, pad=None):
+    "The routed experts of a few tokens in two launches (`moe_gemv_up`, `moe_gemv_down`; Triton) on int32 `ids`: capture-safe, each token's slots added in registers, `pad`'s tokens skipped."
     fused = activation == MoEActivation.SILU and not swiglu   # SiLU-and-mul in the first launch; another activation between the two
-    h = moe_gemv_up(x, w13, s13, ids, act='silu_mul' if fused else None, block_size=block, pdl=served_pdl(),
+    h = moe_gemv_up(x, w13, s13, ids, act='silu_mul' if fused else None, block_size=block, pdl=served_pdl(), pad=pad,
                     topk_weights=topk_weights if apply_router_weight_on_input else None)
     if not fused: h = gated_act(h, activation, swiglu).float().contiguous()
     return moe_gemv_down(h, w2, s2, ids, None if apply_router_weight_on_input else topk_weights, out_dtype=x.dtype,
-                         block_size=block, pdl=served_pdl())
+                         block_size=block, pdl=served_pdl(), pad=pad)
 
 MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always (the benchmarks page times both paths)
 # activations vLLM's functional `fused_experts` computes as vLLM's MoE layer does: SWIGLUOAI_UNINTERLEAVE, and SiLU where the layer
@@ -144,7 +144,8 @@ def _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation
         w1_scale=s13[..., None] if row else s13, w2_scale=s2[..., None] if row else s2, block_shape=None if row else list(block))
 
 def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=MoEActivation.SILU, expert_map=None,
-            apply_router_weight_on_input: bool = False, dense: bool | None = None, swiglu: tuple | None = None) -> torch.Tensor:
+            apply_router_weight_on_input: bool = False, dense: bool | None = None, swiglu: tuple | None = None,
+            pad_rows: torch.Tensor | None = None) -> torch.Tensor:
     """Routed-expert output `[T, H]` (in `x.dtype`) for tokens `x` [T, H] and FP8 experts.
 
     `w13` [E, 2I, H] (gate rows, then up rows) and `w2` [E, H, I] float8_e4m3fn with scales as `quantize_experts` returns them
@@ -153,7 +154,8 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
     `MoEActivation` (SiLU, GELU, GELU-tanh, SwiGLU-OAI; `swiglu` = the clamp (limit, alpha, beta), default `swiglu_params`'s,
     and for SiLU the layer's clamp where it sets one, as `Fp8DraftMoEMethod` passes it);
     `apply_router_weight_on_input` scales the input instead of the output, as vLLM's
-    flag of that name. With Triton and up to `moe_gemv_max_m()` tokens (8 by default): two GEMV launches (`gemv_experts_ok`, capture-safe). Else on CUDA:
+    flag of that name. With Triton and up to `moe_gemv_max_m()` tokens (8 by default): two GEMV launches (`gemv_experts_ok`,
+    capture-safe), which skip the tokens `pad_rows` marks as vLLM's padding (`padding_rows`; their rows 0). Else on CUDA:
     vLLM's fused-MoE kernel in W8A8 (`vllm_experts_ok`), or with Triton where that is not taken the grouped `moe_linear`
     kernel (capture-safe). Elsewhere: tokens grouped by
     expert on the host, or, with `dense` (default: while a CUDA graph is being captured), every local expert on all tokens.
@@ -164,7 +166,7 @@ def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=
         return _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation, expert_map, apply_router_weight_on_input)
     if gemv:   # int32 ids, one tensor for both launches (the second reads it before its PDL wait)
         ids = topk_ids.int() if expert_map is None else expert_map[topk_ids.long()].int()
-        return _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu)
+        return _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu, pad_rows)
     ids = topk_ids.long() if expert_map is None else expert_map[topk_ids.long()].long()
     if triton_ok(x) and not dense:
         return _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu)
@@ -189,15 +191,38 @@ def fp8_moe_op(x: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch.
                topk_weights: torch.Tensor, topk_ids: torch.Tensor, block_n: int = 0, block_k: int = 0,
                activation: str = 'silu', expert_map: Optional[torch.Tensor] = None,
                apply_router_weight_on_input: bool = False, swiglu_limit: float = -1.0, swiglu_alpha: float = 1.0,
-               swiglu_beta: float = 0.0) -> torch.Tensor:
+               swiglu_beta: float = 0.0, pad_rows: Optional[torch.Tensor] = None) -> torch.Tensor:
     "`fp8_moe` as one opaque op, `torch.ops.mtp_lit.fp8_moe` (block_n = 0: row scales; `activation` a `MoEActivation` value; swiglu_limit < 0: no clamp, `swiglu_params`' default; a clamp limit can be 0, as in vLLM)."
     return fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, (block_n, block_k) if block_n else None,
                    MoEActivation(activation), expert_map, apply_router_weight_on_input,
-                   swiglu=(swiglu_limit, swiglu_alpha, swiglu_beta) if swiglu_limit >= 0 else None)
+                   swiglu=(swiglu_limit, swiglu_alpha, swiglu_beta) if swiglu_limit >= 0 else None, pad_rows=pad_rows)
 
 @fp8_moe_op.register_fake
 def _(x, w13, s13, w2, s2, topk_weights, topk_ids, block_n=0, block_k=0, activation='silu', expert_map=None,
-      apply_router_weight_on_input=False, swiglu_limit=-1.0, swiglu_alpha=1.0, swiglu_beta=0.0): return x.new_empty(x.shape[0], w2.shape[1])
+      apply_router_weight_on_input=False, swiglu_limit=-1.0, swiglu_alpha=1.0, swiglu_beta=0.0, pad_rows=None):
+    return x.new_empty(x.shape[0], w2.shape[1])
+
+# %% ../nbs/07a_draft_moe.ipynb #b54201ad
+def _decoder_layer(prefix: str) -> str | None:
+    "The decoder layer holding module `prefix`: its name up to the last integer part with a dot ('mtp.layers.0.mlp.experts' -> 'mtp.layers.0.'), None without one."
+    parts = prefix.split('.')
+    i = max((i for i, p in enumerate(parts) if p.isdigit()), default=None)
+    return None if i is None else '.'.join(parts[:i + 1]) + '.'
+
+def padding_rows(prefix: str, # the MoE layer's name (`Fp8DraftMoEMethod.prefix`)
+                 n: int # the tokens the layer sees in this forward
+                ) -> torch.Tensor | None:
+    """vLLM's padding tokens among the `n` of the running forward, as the device tensor vLLM keeps: the runner's `is_padding`
+    (True on padding) where it sets one, else the slot mapping of an attention layer in `prefix`'s decoder layer (negative on
+    padding); None with MTP_LIT_MOE_SKIP_PADDING=0, outside a forward, for a list of slot mappings (micro-batches), or where
+    neither has `n` rows."""
+    from vllm.forward_context import get_forward_context, is_forward_context_available
+    if os.environ.get('MTP_LIT_MOE_SKIP_PADDING', '1') == '0' or not is_forward_context_available(): return None
+    ctx = get_forward_context()
+    pad, layer = getattr(ctx, 'is_padding', None), _decoder_layer(prefix)
+    if pad is None and layer and isinstance(ctx.slot_mapping, dict):
+        pad = next((v for k, v in ctx.slot_mapping.items() if k.startswith(layer)), None)
+    return pad if pad is not None and pad.dim() == 1 and pad.shape[0] == n else None
 
 # %% ../nbs/07a_draft_moe.ipynb #8c17bfc2
 class Fp8DraftMoEMethod(FusedMoEMethodBase):
@@ -288,7 +313,8 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
     def get_fused_moe_quant_config(self, layer): return None   # no vLLM modular kernel: `apply` computes the experts itself
 
     def apply(self, layer, x, topk_weights, topk_ids, shared_experts, shared_experts_input):
-        "The routed experts' output for `x` [T, H]; vLLM's runner adds the shared experts and reduces across TP ranks."
+        "The routed experts' output for `x` [T, H], vLLM's padding tokens skipped where the GEMV launches run; vLLM's runner adds the shared experts and reduces across TP ranks."
+        pad = padding_rows(self.prefix, x.shape[0]) if gemv_experts_ok(x, self.block) else None
         return fp8_moe_op(x, layer.w13_weight, layer.w13_weight_scale, layer.w2_weight, layer.w2_weight_scale, topk_weights,
                           topk_ids, *(self.block or (0, 0)), layer.activation.value, layer.expert_map,
-                          layer.apply_router_weight_on_input, *(self.swiglu or (-1.0, 1.0, 0.0)))
+                          layer.apply_router_weight_on_input, *(self.swiglu or (-1.0, 1.0, 0.0)), pad)

@@ -618,6 +618,13 @@ def gemv_block_ok(block_size) -> bool:
     "Whether the GEMV launches take experts with these block scales (None: row scales): block columns a power of two >= 16."
     return block_size is None or _pow2_ok(block_size[1], 16)
 
+def _gemv_pad(pad, M, like):
+    "(PAD, pointer) for the GEMV kernels' padding tokens: 0 none, 1 a bool mask, 2 an integer slot mapping; ValueError unless [M] on `like`'s device."
+    if pad is None: return 0, like
+    if tuple(pad.shape) != (M,) or pad.device != like.device or pad.is_floating_point() or pad.is_complex():
+        raise ValueError(f"pad must be a bool or integer [{M}] tensor on {like.device}, got {pad.dtype} {tuple(pad.shape)} on {pad.device}")
+    return (1, pad.contiguous().view(torch.uint8)) if pad.dtype == torch.bool else (2, pad.contiguous())   # bool read as bytes
+
 def _gemv_scales(w, scale, block_size, what, rows, bk):
     "(block?, float32 scales, stride_n, stride_k) for the GEMV kernels; ValueError unless e4m3 experts with row or block scales that the tile (rows, bk) fits."
     if w.dtype != FP8 or scale is None: raise ValueError(f"{what}: moe_gemv takes float8_e4m3fn experts with scales, got {w.dtype}")
@@ -637,6 +644,7 @@ def moe_gemv_up(x, # tokens [M, H], bf16/fp16
                 topk_ids, # [M, top_k] int: local expert ids; a slot outside [0, E) is skipped (its row left unwritten)
                 *, act='silu_mul', # 'silu_mul': silu(gate) * up, [M * top_k, I]; None: both raw halves, [M * top_k, 2I]
                 topk_weights=None, # [M, top_k]: scale each slot's input by its router weight (vLLM's apply_router_weight_on_input)
+                pad=None, # [M] vLLM's padding tokens: bool, True on padding, or a slot mapping, negative on padding; their slots are skipped
                 block_size=None, config=None, pdl=False):
     "Every routed slot's gate and up projections in one launch, in float32 (CUDA, Triton); the first of `moe_gemv`'s two launches."
     E, I2, H = w13.shape
@@ -650,10 +658,11 @@ def moe_gemv_up(x, # tokens [M, H], bf16/fp16
     h = torch.empty(M * top_k, I if act else I2, device=x.device, dtype=torch.float32)
     ids = topk_ids.to(torch.int32).contiguous()
     wt = topk_weights.float().contiguous() if topk_weights is not None else h
+    pk, pad = _gemv_pad(pad, M, x)
     _tk().moe_gemv_up_kernel[(math.ceil(I / BI), M * top_k)](
-        x, w13, s13, ids, wt, h, H, I, E, x.stride(0), w13.stride(0), w13.stride(1), s13.stride(0), ssn, ssk,
+        x, w13, s13, ids, wt, pad, h, H, I, E, x.stride(0), w13.stride(0), w13.stride(1), s13.stride(0), ssn, ssk,
         TOPK=top_k, BI=BI, BK=BK1, BLOCK_SCALES=blk, BSN=block_size[0] if blk else 1, BSK=block_size[1] if blk else 1,
-        ACT=1 if act else 0, WEIGHT_IN=topk_weights is not None, num_warps=nw, **(pdl_launch(x) if pdl else {}))
+        ACT=1 if act else 0, WEIGHT_IN=topk_weights is not None, PAD=pk, num_warps=nw, **(pdl_launch(x) if pdl else {}))
     return h
 
 def moe_gemv_down(h, # float32 [M * top_k, I]: each slot's activation, as `moe_gemv_up` returns it
@@ -661,7 +670,9 @@ def moe_gemv_down(h, # float32 [M * top_k, I]: each slot's activation, as `moe_g
                   s2, # scales: rows [E, H] (or [E, 1]), or blocks [E, H/bn, I/bk] with `block_size`
                   topk_ids, # [M, top_k] int32: the tensor `moe_gemv_up` read (under PDL read before the wait: it must predate that launch)
                   topk_weights=None, # [M, top_k] router weights; None: every slot weighs 1
-                  *, out_dtype=torch.bfloat16, block_size=None, config=None, pdl=False):
+                  *, out_dtype=torch.bfloat16, block_size=None, config=None, pdl=False,
+                  pad=None # the tensor `moe_gemv_up` took (read before the PDL wait): a padding token's row is 0
+                 ):
     "Each token's routed-expert sum [M, H] in one launch (CUDA, Triton): the down projections of its slots, weighted and added in registers."
     E, H, I = w2.shape
     M, top_k = topk_ids.shape
@@ -673,10 +684,11 @@ def moe_gemv_down(h, # float32 [M * top_k, I]: each slot's activation, as `moe_g
     if topk_ids.dtype != torch.int32 or not topk_ids.is_contiguous():   # read before the PDL wait: no copy made here
         raise ValueError(f"topk_ids must be the contiguous int32 tensor moe_gemv_up read, got {topk_ids.dtype}")
     wt = topk_weights.float().contiguous() if topk_weights is not None else h
+    pk, pad = _gemv_pad(pad, M, h)
     _tk().moe_gemv_down_kernel[(math.ceil(H / BH), M)](
-        h.contiguous(), w2, s2, topk_ids, wt, out, H, I, E, w2.stride(0), w2.stride(1), s2.stride(0), ssn, ssk,
+        h.contiguous(), w2, s2, topk_ids, wt, pad, out, H, I, E, w2.stride(0), w2.stride(1), s2.stride(0), ssn, ssk,
         out.stride(0), TOPK=top_k, TOPK_P2=_pow2(top_k), BH=BH, BK=BK2, BLOCK_SCALES=blk, BSN=block_size[0] if blk else 1,
-        BSK=block_size[1] if blk else 1, HAS_W=topk_weights is not None, num_warps=nw, **(pdl_launch(h) if pdl else {}))
+        BSK=block_size[1] if blk else 1, HAS_W=topk_weights is not None, PAD=pk, num_warps=nw, **(pdl_launch(h) if pdl else {}))
     return out
 
 

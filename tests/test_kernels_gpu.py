@@ -764,3 +764,27 @@ def test_gemv_fp8_moe_in_a_cuda_graph(T, gemv_on):
         graph.replay(); torch.cuda.synchronize()
         assert torch.equal(out, run()), i
 
+
+
+def test_gemv_fp8_moe_skips_padding_tokens(gemv_on):
+    """vLLM's padding tokens (`pad_rows`: a bool mask or a slot mapping with -1) are skipped: the real tokens' rows are the
+    unpadded result bit for bit, the padding rows 0; in a CUDA graph the mask is read at replay (the proposer rewrites it)."""
+    g = gen()
+    q13, s13, q2, s2, block = _experts('per-channel', E=64, H=2048, I=512, g=g)
+    k, E, T = 8, 64, 4
+    x = rand(T, 2048, g=g).bfloat16()
+    ids = torch.stack([torch.randperm(E, device='cuda', generator=g)[:k] for _ in range(T)]).int()
+    tw = torch.rand(T, k, device='cuda', generator=g)
+    full = fp8_moe(x, q13, s13, q2, s2, tw, ids)
+    for pad in (torch.tensor([False, True, True, True], device='cuda'), torch.tensor([17, -1, -1, -1], device='cuda')):
+        y = fp8_moe(x, q13, s13, q2, s2, tw, ids, pad_rows=pad)
+        assert torch.equal(y[:1], full[:1]) and not y[1:].any()
+    slots = torch.tensor([17, -1, -1, -1], device='cuda')
+    def run(): return fp8_moe_op(x, q13, s13, q2, s2, tw, ids, pad_rows=slots)
+    run(); torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): out = run()
+    for n in (1, 2, 3, 4):   # batch n padded to 4
+        slots.copy_(torch.tensor([17 + i if i < n else -1 for i in range(4)], device='cuda'))
+        graph.replay(); torch.cuda.synchronize()
+        assert torch.equal(out[:n], full[:n]) and not out[n:].any(), n

@@ -8,7 +8,7 @@ __all__ = ['SWIGLU_OAI', 'GATED_ACTS', 'GATED_ACTS_TEXT', 'OAI_LIMIT', 'OAI_ALPH
            'fp8_moe', 'fp8_moe_op', 'padding_rows', 'Fp8DraftMoEMethod']
 
 # %% ../nbs/07a_draft_moe.ipynb #455b31ad
-import os
+import logging, os
 import torch
 from torch import nn
 from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
@@ -222,7 +222,13 @@ def padding_rows(prefix: str, # the MoE layer's name (`Fp8DraftMoEMethod.prefix`
     pad, layer = getattr(ctx, 'is_padding', None), _decoder_layer(prefix)
     if pad is None and layer and isinstance(ctx.slot_mapping, dict):
         pad = next((v for k, v in ctx.slot_mapping.items() if k.startswith(layer)), None)
-    return pad if pad is not None and pad.dim() == 1 and pad.shape[0] == n else None
+    if pad is not None and pad.dim() == 1 and pad.shape[0] == n: return pad
+    if prefix not in _NO_MASK:
+        _NO_MASK.add(prefix)
+        logging.getLogger('mtp_lit').info("mtp_lit: %s: no padding mask for %d tokens in vLLM's forward context; padding rows are computed", prefix, n)
+    return None
+
+_NO_MASK = set()   # layers that logged a forward without a mask
 
 # %% ../nbs/07a_draft_moe.ipynb #8c17bfc2
 class Fp8DraftMoEMethod(FusedMoEMethodBase):

@@ -619,11 +619,14 @@ def gemv_block_ok(block_size) -> bool:
     return block_size is None or _pow2_ok(block_size[1], 16)
 
 def _gemv_pad(pad, M, like):
-    "(PAD, pointer) for the GEMV kernels' padding tokens: 0 none, 1 a bool mask, 2 an integer slot mapping; ValueError unless [M] on `like`'s device."
+    """(PAD, pointer) for the GEMV kernels' padding tokens: 0 none, 1 a bool mask, 2 an int32/int64 slot mapping; ValueError unless
+    a contiguous [M] tensor on `like`'s device (the down launch reads it before its PDL wait: no copy is made here)."""
     if pad is None: return 0, like
-    if tuple(pad.shape) != (M,) or pad.device != like.device or pad.is_floating_point() or pad.is_complex():
-        raise ValueError(f"pad must be a bool or integer [{M}] tensor on {like.device}, got {pad.dtype} {tuple(pad.shape)} on {pad.device}")
-    return (1, pad.contiguous().view(torch.uint8)) if pad.dtype == torch.bool else (2, pad.contiguous())   # bool read as bytes
+    if (tuple(pad.shape) != (M,) or pad.device != like.device or pad.dtype not in (torch.bool, torch.int32, torch.int64)
+            or not pad.is_contiguous()):
+        raise ValueError(f"pad must be a contiguous bool mask or int32/int64 slot mapping [{M}] on {like.device}, "
+                         f"got {pad.dtype} {tuple(pad.shape)} on {pad.device}")
+    return (1, pad.view(torch.uint8)) if pad.dtype == torch.bool else (2, pad)   # bool read as bytes
 
 def _gemv_scales(w, scale, block_size, what, rows, bk):
     "(block?, float32 scales, stride_n, stride_k) for the GEMV kernels; ValueError unless e4m3 experts with row or block scales that the tile (rows, bk) fits."

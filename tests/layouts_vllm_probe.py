@@ -139,7 +139,7 @@ def main():
     toks = llm.generate(['hello'], SamplingParams(temperature=0, max_tokens=4))[0].outputs[0].token_ids
     draft = [(p, c, layer) for tag, p, c, layer in seen if tag == 'eagle_head' and 'Attention' not in c]
     out = {'family': family, 'fused': fused, 'tokens': list(toks), 'draft': sorted({(p, c) for p, c, _ in draft}),
-           'names': sorted(sd)}
+           'attention': sorted({p for tag, p, c, _ in seen if tag == 'eagle_head' and 'Attention' in c}), 'names': sorted(sd)}
     exp = [layer for p, c, layer in draft if c in ('RoutedExperts', 'FusedMoE')]
     if exp:   # routed experts as loaded by vLLM vs the checkpoint (split names rebuilt from either layout)
         m, p = exp[0], f'{lay.ckpt_prefix(0)}.mlp.experts'

@@ -4,8 +4,10 @@ Each case builds a tiny checkpoint of one MTP family and starts vLLM in a fresh 
 with a probe quant config that records every prefix vLLM passes to `get_quant_method` while it builds the draft. The
 recorded prefixes must be exactly `draft_modules(config)` (what `remap_exclusions` translates exclusions onto), and the
 remapped exclusions of a checkpoint that excludes its whole draft by checkpoint name must exclude every recorded draft
-module. For Qwen3.5-MoE the MTP experts are stored split in one checkpoint and fused in the other: `expert_layouts` must
-tell them apart, and vLLM must load both into the same routed-expert weights (each expert its own values).
+module, and each MoE draft layer must have a draft attention layer in its own decoder layer (where
+`draft_moe.padding_rows` reads vLLM's padding mask). For Qwen3.5-MoE the MTP experts are stored split in one checkpoint
+and fused in the other: `expert_layouts` must tell them apart, and vLLM must load both into the same routed-expert weights
+(each expert its own values).
 ~15-30 s per engine start, 6 starts (the split Qwen3.5-MoE probe serves both of its tests).
 """
 import json, os, subprocess, sys
@@ -17,6 +19,7 @@ from safetensors.torch import load_file
 pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 from mtp_lit.layouts import draft_layout, draft_modules, exclusion_match, expert_layouts, remap_exclusions
+from mtp_lit.draft_moe import _decoder_layer
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -57,6 +60,8 @@ def test_draft_prefixes_match_family_table(family, tmp_path):
     if family == 'mimo':    # checkpoint names alone never match MiMo's draft (model.mtp_layers.0 -> model.layers.2)
         assert all(exclusion_match(p, qc) is None for p in seen)
     assert 1 <= len(res['tokens']) <= 4           # the engine ran the draft (random weights may stop at EOS)
+    for p in (p for p, c in res['draft'] if c in ('RoutedExperts', 'FusedMoE')):   # where `draft_moe.padding_rows` finds the padding
+        assert any(a.startswith(_decoder_layer(p)) for a in res['attention']), f"no draft attention layer in {p}'s decoder layer: {res['attention']}"
 
 
 def test_split_and_fused_mtp_experts_load_alike(tmp_path):

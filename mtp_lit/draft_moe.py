@@ -8,7 +8,7 @@ __all__ = ['SWIGLU_OAI', 'GATED_ACTS', 'GATED_ACTS_TEXT', 'OAI_LIMIT', 'OAI_ALPH
            'fp8_moe', 'fp8_moe_op', 'padding_rows', 'Fp8DraftMoEMethod']
 
 # %% ../nbs/07a_draft_moe.ipynb #455b31ad
-import logging, os
+import functools, logging, os
 import torch
 from torch import nn
 from vllm.model_executor.layers.fused_moe.fused_moe_method_base import FusedMoEMethodBase
@@ -203,6 +203,7 @@ def _(x, w13, s13, w2, s2, topk_weights, topk_ids, block_n=0, block_k=0, activat
     return x.new_empty(x.shape[0], w2.shape[1])
 
 # %% ../nbs/07a_draft_moe.ipynb #b54201ad
+@functools.lru_cache(maxsize=None)   # a layer's name is fixed: computed once, not on every forward
 def _decoder_layer(prefix: str) -> str | None:
     "The decoder layer holding module `prefix`: its name up to the last integer part with a dot ('mtp.layers.0.mlp.experts' -> 'mtp.layers.0.'), None without one."
     parts = prefix.split('.')

@@ -765,7 +765,6 @@ def test_gemv_fp8_moe_in_a_cuda_graph(T, gemv_on):
         assert torch.equal(out, run()), i
 
 
-
 def test_gemv_fp8_moe_skips_padding_tokens(gemv_on):
     """vLLM's padding tokens (`pad_rows`: a bool mask or a slot mapping with -1) are skipped: the real tokens' rows are the
     unpadded result bit for bit, the padding rows 0; in a CUDA graph the mask is read at replay (the proposer rewrites it)."""

@@ -787,3 +787,75 @@ def test_gemv_fp8_moe_skips_padding_tokens(gemv_on):
         slots.copy_(torch.tensor([17 + i if i < n else -1 for i in range(4)], device='cuda'))
         graph.replay(); torch.cuda.synchronize()
         assert torch.equal(out[:n], full[:n]) and not out[n:].any(), n
+
+
+# ---- the routing computed inside the GEMV launches (kernels.Routing, draft_moe.fp8_moe_routed_op)
+
+@pytest.mark.parametrize('scheme', ['per-tensor', 'per-channel', 'block'])
+@pytest.mark.parametrize('on_input', [False, True])
+@pytest.mark.parametrize('renorm', [False, True])
+def test_gemv_routing_in_launch_equals_routed_ids(scheme, on_input, renorm, gemv_on):
+    """Routed inside both launches from the logits, the result is bit for bit that of the same launches on the ids and
+    weights `fused_router_topk` stores (which are torch's softmax top-k), in every scale layout, with padding tokens."""
+    import mtp_lit.draft_moe as dm
+    from mtp_lit.kernels import fused_router_topk
+    g = gen()
+    for E, H, I, k in ((256, 2048, 512, 8), (60, 320, 128, 4)):   # Qwen3.5-35B-A3B's experts; E not a power of two
+        q13, s13, q2, s2, block = _experts(scheme, E=E, H=H, I=I, g=g)
+        for T in (1, 3, 8):
+            x = rand(T, H, g=g).bfloat16()
+            logits = (rand(T, E, g=g) * 3).bfloat16()
+            w, ids = fused_router_topk(logits, k, renorm)
+            p = torch.softmax(logits.float(), -1).topk(k)
+            assert torch.equal(ids.long().sort(-1).values, p.indices.sort(-1).values)
+            ref_w = p.values / p.values.sum(-1, keepdim=True) if renorm else p.values
+            assert torch.allclose(w, ref_w, atol=1e-6)
+            pad = torch.tensor([5] + [-1] * (T - 1), device='cuda') if T > 1 else None
+            a = dm._gemv_moe(x, q13, s13, q2, s2, w, ids, block, dm.MoEActivation.SILU, on_input, pad=pad)
+            b = dm.fp8_moe_routed_op(x, logits, q13, s13, q2, s2, k, renorm, *(block or (0, 0)), 'silu', on_input, pad_rows=pad)
+            assert torch.equal(a, b), (E, T)
+
+
+def test_gemv_routing_in_launch_in_a_cuda_graph(gemv_on):
+    "Captured once with the router logits written inside the graph right before the experts (the down launch reads them before its PDL wait), replayed with new logits: the eager result bit for bit."
+    import mtp_lit.draft_moe as dm
+    g = gen()
+    q13, s13, q2, s2, _ = _experts('per-channel', E=256, H=2048, I=512, g=g)
+    x, wg = rand(4, 2048, g=g).bfloat16(), (rand(256, 2048, g=g) / 40).bfloat16()
+    def run(): return dm.fp8_moe_routed_op(x, x @ wg.T, q13, s13, q2, s2, 8, True)   # the gate GEMM, then the experts
+    run(); torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): out = run()
+    for i in range(30):
+        x.copy_(rand(4, 2048, g=g).bfloat16())
+        graph.replay(); torch.cuda.synchronize()
+        assert torch.equal(out, run()), i
+
+
+def test_monolithic_method_routes_as_vllm(gemv_on):
+    """`Fp8DraftMoEMethod` on a vLLM MoE layer with Qwen's softmax top-k router says it is monolithic; from the router logits
+    it gives vLLM's router + `apply` result (a few tokens: in the launches; 16 tokens: `fused_router_topk`)."""
+    import mtp_lit.draft_moe as dm
+    from vllm.config import set_current_vllm_config
+    import vllm.model_executor.layers.fused_moe.layer as L
+    from mtp_lit.draft_linear import init_single_process_vllm, DraftQuantConfig
+    from mtp_lit.options import DraftQuantPlan
+    vcfg = init_single_process_vllm()
+    with set_current_vllm_config(vcfg), torch.device('cuda'):   # vLLM 0.26: FusedMoE, later FusedMoEFactory (a runner)
+        moe = getattr(L, 'FusedMoEFactory', None) or L.FusedMoE
+        moe = moe(num_experts=64, top_k=8, hidden_size=1024, intermediate_size=256, params_dtype=torch.bfloat16, renormalize=True,
+                  quant_config=DraftQuantConfig(DraftQuantPlan('fp8-online', 'per-channel')), prefix='mtp.layers.0.mlp.experts')
+    ex = moe.routed_experts
+    g = gen()
+    ex.w13_weight.data.copy_(rand(64, 512, 1024, g=g) / 30); ex.w2_weight.data.copy_(rand(64, 1024, 256, g=g) / 15)
+    ex.quant_method.process_weights_after_loading(ex)
+    assert ex.quant_method.is_monolithic
+    for T in (1, 5, 16):
+        x, logits = rand(T, 1024, g=g).bfloat16(), rand(T, 64, g=g).bfloat16()
+        w, ids = dm.fused_router_topk(logits, 8, True)
+        vw, vids = moe.router.select_experts(hidden_states=x, router_logits=logits)   # vLLM's own router
+        assert torch.equal(ids.sort(-1).values, vids.int().sort(-1).values), T
+        y = ex.quant_method.apply_monolithic(ex, x, logits)
+        assert torch.equal(y, ex.quant_method.apply(ex, x, w, ids, None, None)), T
+        ref = ex.quant_method.apply(ex, x, vw, vids, None, None).double()
+        assert ((y.double() - ref).norm() / ref.norm()).item() < 1e-2, T   # bf16 outputs; slots summed in vLLM's order

@@ -371,50 +371,20 @@ def _live(pad_ptr, m, PAD: tl.constexpr):
         return tl.load(pad_ptr + m) >= 0
 
 @triton.jit
-def _route(logit_ptr, m, E, stride_lm, TOPK: tl.constexpr, TOPK_P2: tl.constexpr, BLOCK_E: tl.constexpr, RENORM: tl.constexpr):
-    """Token m's softmax top-k routing from its E router logits (read through L2, .cg): softmax in float32, the TOPK
-    largest (ties: the lowest id), weights renormalised to sum 1 with RENORM (Qwen's norm_topk_prob). Returns
-    (ids int32, weights float32), [TOPK_P2] each, -1 and 0 from slot TOPK on. BLOCK_E >= E."""
-    r = tl.arange(0, BLOCK_E)
-    x = tl.load(logit_ptr + m * stride_lm + r, mask=r < E, other=-float('inf'), cache_modifier='.cg').to(tl.float32)
-    p = tl.exp(x - tl.max(x, axis=0))
-    p = p / tl.sum(p, axis=0)
-    jj = tl.arange(0, TOPK_P2)
-    ids = tl.full((TOPK_P2,), -1, dtype=tl.int32)
-    wts = tl.zeros((TOPK_P2,), dtype=tl.float32)
-    for j in tl.static_range(TOPK):
-        best = tl.max(p, axis=0)
-        idx = tl.min(tl.where(p == best, r, BLOCK_E), axis=0)
-        ids = tl.where(jj == j, idx, ids)
-        wts = tl.where(jj == j, best, wts)
-        p = tl.where(r == idx, -1.0, p)
-    if RENORM:
-        wts = wts / tl.sum(wts, axis=0)
-    return ids, wts
-
-@triton.jit
 def moe_gemv_up_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, pad_ptr, h_ptr, H, I, E,
                        stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_sk,
                        TOPK: tl.constexpr, BI: tl.constexpr, BK: tl.constexpr, BLOCK_SCALES: tl.constexpr,
                        BSN: tl.constexpr, BSK: tl.constexpr, ACT: tl.constexpr, WEIGHT_IN: tl.constexpr, PAD: tl.constexpr = 0,
-                       PDL: tl.constexpr = 0, ROUTE: tl.constexpr = 0, stride_lm=0, TOPK_P2: tl.constexpr = 1,
-                       BLOCK_E: tl.constexpr = 1, RENORM: tl.constexpr = 0):
+                       PDL: tl.constexpr = 0):
     """h[s, i] for slot s = m * TOPK + j and e = ids[s] in [0, E): the gate row i and up row I + i of scale[e] * w[e]
     [2I, H] times x[m] (times wt[s] with WEIGHT_IN), accumulated in float32; ACT 1 stores silu(gate) * up in h [M * TOPK, I],
     ACT 0 both raw rows in h [M * TOPK, 2I] (at i and I + i). Row scales [E, 2I] or, with BLOCK_SCALES, [E, ceil(2I / BSN), ceil(H / BSK)]
     (then BK divides BSK). Slots of other experts, and every slot of a padding token (`_live`), are left unwritten.
-    ROUTE: ids_ptr holds the router logits [M, E] (rows stride_lm apart) and each program takes its slot's expert and
-    weight from `_route` (softmax top-k; no EP: E is every expert). grid = (cdiv(I, BI), M * TOPK)."""
+    grid = (cdiv(I, BI), M * TOPK)."""
     _pdl_start(PDL)
     s = tl.program_id(1)
     m = s // TOPK
-    if ROUTE:   # the slot's expert and router weight, from its token's logits
-        rid, rwt = _route(ids_ptr, m, E, stride_lm, TOPK, TOPK_P2, BLOCK_E, RENORM)
-        slot = tl.arange(0, TOPK_P2) == s - m * TOPK
-        e = tl.sum(tl.where(slot, rid, 0), axis=0)
-        wt = tl.sum(tl.where(slot, rwt, 0.0), axis=0)
-    else:
-        e = tl.load(ids_ptr + s)
+    e = tl.load(ids_ptr + s)
     if PAD:   # a padding token's slots read as -1: skipped
         e = tl.where(_live(pad_ptr, m, PAD), e, -1)
     ri = tl.program_id(0) * BI + tl.arange(0, BI)
@@ -440,8 +410,7 @@ def moe_gemv_up_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, pad_ptr, h_ptr, H, 
             ag *= tl.load(sb + ri * stride_sn, mask=i_ok, other=0.0)
             au *= tl.load(sb + (ri + I) * stride_sn, mask=i_ok, other=0.0)
         if WEIGHT_IN:
-            if not ROUTE:
-                wt = tl.load(wt_ptr + s).to(tl.float32)
+            wt = tl.load(wt_ptr + s).to(tl.float32)
             ag *= wt
             au *= wt
         if ACT == 1:
@@ -465,23 +434,18 @@ def moe_gemv_down_kernel(h_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, pad_ptr, o_ptr, H
                          stride_we, stride_wn, stride_se, stride_sn, stride_sk, stride_om,
                          TOPK: tl.constexpr, TOPK_P2: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr,
                          BLOCK_SCALES: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr, HAS_W: tl.constexpr,
-                         PAD: tl.constexpr = 0, PDL: tl.constexpr = 0, ROUTE: tl.constexpr = 0, stride_lm=0,
-                         BLOCK_E: tl.constexpr = 1, RENORM: tl.constexpr = 0):
+                         PAD: tl.constexpr = 0, PDL: tl.constexpr = 0):
     """out[m, r] = sum over the slots j with e_j = ids[m, j] in [0, E) of wt[m, j] (1 without HAS_W) times
     (scale[e_j] * w[e_j])[r, :] . h[m * TOPK + j, :], accumulated in float32; w [E, H, I], h float32 [M * TOPK, I], scales
     as in `moe_gemv_up_kernel` (BK divides BSK with BLOCK_SCALES). grid = (cdiv(H, BH), M). Under PDL the program loads the
     routing and its first weight chunk (all of its rows' weights when BK >= I) before it waits for the launch that writes
     h: the routing must be the tensor that launch read (written before it began: it waited for it), and it is read
-    through L2 (.cg). ROUTE: ids_ptr holds the router logits, as in `moe_gemv_up_kernel`, and the routing's own weights
-    weigh the slots (with HAS_W)."""
+    through L2 (.cg)."""
     m = tl.program_id(1)
     rh = tl.program_id(0) * BH + tl.arange(0, BH)
     h_ok = rh < H
     rj = tl.arange(0, TOPK_P2)
-    if ROUTE:
-        e, rwt = _route(ids_ptr, m, E, stride_lm, TOPK, TOPK_P2, BLOCK_E, RENORM)
-    else:
-        e = tl.load(ids_ptr + m * TOPK + rj, mask=rj < TOPK, other=-1, cache_modifier='.cg')
+    e = tl.load(ids_ptr + m * TOPK + rj, mask=rj < TOPK, other=-1, cache_modifier='.cg')
     if PAD:   # a padding token's slots read as -1: its row is 0
         e = tl.where(_live(pad_ptr, m, PAD), e, -1)
     e_ok = (rj < TOPK) & (e >= 0) & (e < E)
@@ -500,10 +464,7 @@ def moe_gemv_down_kernel(h_ptr, w_ptr, s_ptr, ids_ptr, wt_ptr, pad_ptr, o_ptr, H
     if not BLOCK_SCALES:
         acc *= tl.load(sb + rh[None, :] * stride_sn, mask=e_ok[:, None] & h_ok[None, :], other=0.0)
     if HAS_W:
-        if ROUTE:
-            acc *= rwt[:, None]
-        else:
-            acc *= tl.load(wt_ptr + m * TOPK + rj, mask=e_ok, other=0.0).to(tl.float32)[:, None]
+        acc *= tl.load(wt_ptr + m * TOPK + rj, mask=e_ok, other=0.0).to(tl.float32)[:, None]
     tl.store(o_ptr + m * stride_om + rh, tl.sum(acc, 0).to(o_ptr.dtype.element_ty), mask=h_ok)
 
 
@@ -619,11 +580,25 @@ def silu_mul_kernel(x_ptr, o_ptr, K, stride_xm, stride_om, BLOCK: tl.constexpr, 
 @triton.jit
 def router_topk_kernel(logit_ptr, w_ptr, id_ptr, E, stride_lm, TOPK: tl.constexpr, TOPK_P2: tl.constexpr,
                        BLOCK: tl.constexpr, RENORM: tl.constexpr, PDL: tl.constexpr = 0):
-    """Token m's softmax top-k routing (`_route`) stored: ids int32 [M, TOPK], weights float32 [M, TOPK]. grid = (M,)."""
+    """softmax over the E router logits of token m, then its top-k experts (ids int32 [M, TOPK], weights float32
+    [M, TOPK], renormalised to sum 1 with RENORM, as Qwen's norm_topk_prob). grid = (M,). Ties: the lowest id."""
     _pdl_start(PDL)
     m = tl.program_id(0)
-    ids, wts = _route(logit_ptr, m, E, stride_lm, TOPK, TOPK_P2, BLOCK, RENORM)
+    r = tl.arange(0, BLOCK)
+    x = tl.load(logit_ptr + m * stride_lm + r, mask=r < E, other=-float('inf')).to(tl.float32)
+    p = tl.exp(x - tl.max(x, axis=0))
+    p = p / tl.sum(p, axis=0)
     jj = tl.arange(0, TOPK_P2)
+    ids = tl.zeros((TOPK_P2,), dtype=tl.int32)
+    wts = tl.zeros((TOPK_P2,), dtype=tl.float32)
+    for j in tl.static_range(TOPK):
+        best = tl.max(p, axis=0)
+        idx = tl.min(tl.where(p == best, r, BLOCK), axis=0)
+        ids = tl.where(jj == j, idx, ids)
+        wts = tl.where(jj == j, best, wts)
+        p = tl.where(r == idx, -1.0, p)
+    if RENORM:
+        wts = wts / tl.sum(wts, axis=0)
     tl.store(id_ptr + m * TOPK + jj, ids, mask=jj < TOPK)
     tl.store(w_ptr + m * TOPK + jj, wts, mask=jj < TOPK)
 

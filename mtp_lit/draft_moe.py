@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['SWIGLU_OAI', 'GATED_ACTS', 'GATED_ACTS_TEXT', 'OAI_LIMIT', 'OAI_ALPHA', 'MOE_VLLM_MIN_M', 'VLLM_FUSED_ACTS',
            'quantize_experts', 'swiglu_oai', 'swiglu_params', 'gated_act', 'gemv_experts_ok', 'vllm_experts_ok',
-           'fp8_moe', 'fp8_moe_op', 'padding_rows', 'routing_in_launch', 'fp8_moe_routed_op', 'Fp8DraftMoEMethod']
+           'fp8_moe', 'fp8_moe_op', 'padding_rows', 'Fp8DraftMoEMethod']
 
 # %% ../nbs/07a_draft_moe.ipynb #455b31ad
 import functools, logging, os
@@ -18,8 +18,7 @@ from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
 from .fp8 import SCALE_SENTINEL, quantize_fp8
 from typing import Optional
-from .kernels import (fp8_linear, moe_linear, moe_sum, moe_gemv_up, moe_gemv_down, moe_gemv_max_m, gemv_block_ok, opaque_op,
-                             triton_ok, served_pdl, Routing, fused_router_topk)
+from .kernels import fp8_linear, moe_linear, moe_sum, moe_gemv_up, moe_gemv_down, moe_gemv_max_m, gemv_block_ok, opaque_op, triton_ok, served_pdl
 
 # %% ../nbs/07a_draft_moe.ipynb #6750e592
 def _rows(s: torch.Tensor, widths) -> torch.Tensor:
@@ -113,13 +112,12 @@ def gemv_experts_ok(x, block=None) -> bool:
     return 0 < x.shape[0] <= moe_gemv_max_m() and triton_ok(x) and gemv_block_ok(block)
 
 def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None, pad=None):
-    "The routed experts of a few tokens in two launches (`moe_gemv_up`, `moe_gemv_down`; Triton) on int32 `ids`, or on a `kernels.Routing` (`topk_weights` then unused: the routing's own): capture-safe, each token's slots added in registers, `pad`'s tokens skipped."
-    wts = True if isinstance(ids, Routing) else topk_weights
+    "The routed experts of a few tokens in two launches (`moe_gemv_up`, `moe_gemv_down`; Triton) on int32 `ids`: capture-safe, each token's slots added in registers, `pad`'s tokens skipped."
     fused = activation == MoEActivation.SILU and not swiglu   # SiLU-and-mul in the first launch; another activation between the two
     h = moe_gemv_up(x, w13, s13, ids, act='silu_mul' if fused else None, block_size=block, pdl=served_pdl(), pad=pad,
-                    topk_weights=wts if apply_router_weight_on_input else None)
+                    topk_weights=topk_weights if apply_router_weight_on_input else None)
     if not fused: h = gated_act(h, activation, swiglu).float().contiguous()
-    return moe_gemv_down(h, w2, s2, ids, None if apply_router_weight_on_input else wts, out_dtype=x.dtype,
+    return moe_gemv_down(h, w2, s2, ids, None if apply_router_weight_on_input else topk_weights, out_dtype=x.dtype,
                          block_size=block, pdl=served_pdl(), pad=pad)
 
 MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always (the benchmarks page times both paths)
@@ -233,33 +231,6 @@ def padding_rows(prefix: str, # the MoE layer's name (`Fp8DraftMoEMethod.prefix`
 
 _NO_MASK = set()   # layers that logged a forward without a mask
 
-# %% ../nbs/07a_draft_moe.ipynb #route01
-def routing_in_launch(layer) -> bool:
-    """Whether the GEMV launches route `layer` (vLLM `RoutedExperts`, FP8 weights loaded) themselves: softmax top-k routing
-    with no grouped top-k, custom routing function, score-correction bias or routed scaling, every expert on this rank and
-    no EPLB, Triton on the weights' device, the GEMV launches on (`moe_gemv_max_m() > 0`) and MTP_LIT_MOE_ROUTE not 0."""
-    g = lambda n, d=None: getattr(layer, n, d)
-    eplb = getattr(getattr(g('moe_config'), 'moe_parallel_config', None), 'enable_eplb', False)
-    return (os.environ.get('MTP_LIT_MOE_ROUTE', '1') != '0' and moe_gemv_max_m() > 0 and triton_ok(layer.w13_weight)
-            and g('scoring_func') == 'softmax' and g('use_grouped_topk', True) is False and g('custom_routing_function') is None
-            and g('e_score_correction_bias') is None and g('routed_scaling_factor', 1.0) == 1.0 and g('expert_map') is None
-            and not eplb and g('global_num_experts') == layer.w13_weight.shape[0])
-
-@opaque_op('mtp_lit::fp8_moe_routed')
-def fp8_moe_routed_op(x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor,
-                      s2: torch.Tensor, top_k: int, renormalize: bool, block_n: int = 0, block_k: int = 0,
-                      activation: str = 'silu', apply_router_weight_on_input: bool = False, swiglu_limit: float = -1.0,
-                      swiglu_alpha: float = 1.0, swiglu_beta: float = 0.0, pad_rows: Optional[torch.Tensor] = None) -> torch.Tensor:
-    "The two GEMV launches routing `x`'s tokens from `router_logits` [T, E] themselves (`kernels.Routing`), as one opaque op, `torch.ops.mtp_lit.fp8_moe_routed` (other arguments as `fp8_moe_op`'s)."
-    return _gemv_moe(x, w13, s13, w2, s2, None, Routing(router_logits.contiguous(), top_k, renormalize),
-                     (block_n, block_k) if block_n else None, MoEActivation(activation), apply_router_weight_on_input,
-                     (swiglu_limit, swiglu_alpha, swiglu_beta) if swiglu_limit >= 0 else None, pad_rows)
-
-@fp8_moe_routed_op.register_fake
-def _(x, router_logits, w13, s13, w2, s2, top_k, renormalize, block_n=0, block_k=0, activation='silu',
-      apply_router_weight_on_input=False, swiglu_limit=-1.0, swiglu_alpha=1.0, swiglu_beta=0.0, pad_rows=None):
-    return x.new_empty(x.shape[0], w2.shape[1])
-
 # %% ../nbs/07a_draft_moe.ipynb #8c17bfc2
 class Fp8DraftMoEMethod(FusedMoEMethodBase):
     """FP8 e4m3 routed experts of one draft MoE layer (vLLM `RoutedExperts`), computed by `fp8_moe_op` (W8A16) on any device.
@@ -345,7 +316,6 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
         layer.w13_weight_scale = nn.Parameter(s13.float().contiguous(), requires_grad=False)
         layer.w2_weight_scale = nn.Parameter(s2.float().contiguous(), requires_grad=False)
         layer._mtp_lit_fp8_done = True
-        self.route = routing_in_launch(layer)
 
     def get_fused_moe_quant_config(self, layer): return None   # no vLLM modular kernel: `apply` computes the experts itself
 
@@ -355,16 +325,3 @@ class Fp8DraftMoEMethod(FusedMoEMethodBase):
         return fp8_moe_op(x, layer.w13_weight, layer.w13_weight_scale, layer.w2_weight, layer.w2_weight_scale, topk_weights,
                           topk_ids, *(self.block or (0, 0)), layer.activation.value, layer.expert_map,
                           layer.apply_router_weight_on_input, *(self.swiglu or (-1.0, 1.0, 0.0)), pad)
-
-    @property
-    def is_monolithic(self) -> bool: return getattr(self, 'route', False)   # then vLLM passes the router logits (`routing_in_launch`)
-
-    def apply_monolithic(self, layer, x, router_logits, input_ids=None):
-        "The routed experts' output for `x` [T, H] from the router logits [T, E]: routed inside the GEMV launches up to `MOE_GEMV_MAX_M` tokens, else by `fused_router_topk` and `apply`."
-        if tuple(router_logits.shape) != (x.shape[0], layer.global_num_experts):
-            raise ValueError(f"{self.prefix}: router logits {tuple(router_logits.shape)}, expected [{x.shape[0]}, {layer.global_num_experts}]")
-        if not gemv_experts_ok(x, self.block):
-            return self.apply(layer, x, *fused_router_topk(router_logits, layer.top_k, layer.renormalize), None, None)
-        return fp8_moe_routed_op(x, router_logits, layer.w13_weight, layer.w13_weight_scale, layer.w2_weight, layer.w2_weight_scale,
-                                 layer.top_k, layer.renormalize, *(self.block or (0, 0)), layer.activation.value,
-                                 layer.apply_router_weight_on_input, *(self.swiglu or (-1.0, 1.0, 0.0)), padding_rows(self.prefix, x.shape[0]))

@@ -8,9 +8,9 @@ __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'FIXUP_MAX_FLOATS', 
            'm_bucket', 'linear_use', 'default_config', 'fit_block_k', 'tuned_table', 'select_config',
            'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'served_pdl', 'silu_mul', 'fp8_linear',
            'fp8_linear_argmax', 'split_counters', 'scaled_mm_ok', 'xq_tuned', 'vllm_scaled_mm_ops', 'quantize_act_rows',
-           'scaled_mm_linear', 'moe_linear', 'moe_sum', 'moe_gemv_max_m', 'gemv_config', 'gemv_block_ok', 'Routing',
-           'moe_gemv_up', 'moe_gemv_down', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op', 'fused_rms_norm',
-           'fused_silu_mul', 'fused_gated_attn', 'fused_router_topk', 'fused_moe_combine', 'read_sweep', 'time_graph',
+           'scaled_mm_linear', 'moe_linear', 'moe_sum', 'moe_gemv_max_m', 'gemv_config', 'gemv_block_ok', 'moe_gemv_up',
+           'moe_gemv_down', 'opaque_op', 'fp8_linear_op', 'fp8_linear_argmax_op', 'fused_rms_norm', 'fused_silu_mul',
+           'fused_gated_attn', 'fused_router_topk', 'fused_moe_combine', 'read_sweep', 'time_graph',
            'candidate_configs', 'precompile', 'tune_fp8_linear']
 
 # %% ../nbs/06b_kernels.ipynb #0c96b2d0
@@ -595,8 +595,6 @@ def moe_sum(y, # routed-expert outputs [M, top_k, N], as `moe_linear` returns th
 
 
 # %% ../nbs/06b_kernels.ipynb #gemv03
-from typing import NamedTuple
-
 MOE_GEMV_MAX_M = 8   # tokens up to which `draft_moe.fp8_moe` takes the two GEMV launches (environment MTP_LIT_MOE_GEMV_MAX_M); 0: never
 GEMV_CROSSOVER_M = 8   # the most tokens at which the H100 probe has them ahead of vLLM's fused MoE (`nbs/bench/probes/moe_gemv_probe.json`)
 
@@ -643,32 +641,17 @@ def _gemv_scales(w, scale, block_size, what, rows, bk):
     s = scale.float().reshape(w.shape[0], -1).contiguous()   # [E, N] rows, or [E, 1] per tensor
     return False, s, int(s.shape[1] > 1), 0
 
-class Routing(NamedTuple):
-    "A MoE layer's softmax top-k routing, computed inside the GEMV launches from the router logits instead of read from vLLM's router."
-    logits: torch.Tensor # router logits [M, E], E every expert (no expert parallelism); rows contiguous
-    top_k: int # experts a token
-    renormalize: bool = True # the top-k weights renormalised to sum 1 (Qwen's norm_topk_prob)
-
-def _gemv_route(topk_ids, E):
-    "(M, top_k, ids pointer, ROUTE kwargs) for the GEMV kernels from int ids [M, top_k] or a `Routing` over the E experts."
-    if not isinstance(topk_ids, Routing): return *topk_ids.shape, topk_ids, {}
-    lg, k, rn = topk_ids
-    if lg.dim() != 2 or lg.shape[1] != E or lg.stride(-1) != 1 or not 1 <= k <= E:
-        raise ValueError(f"Routing: logits must be [M, {E}] (every expert: no expert parallelism) with contiguous rows and "
-                         f"1 <= top_k <= {E}, got {tuple(lg.shape)} and top_k {k}")
-    return lg.shape[0], k, lg, dict(ROUTE=1, stride_lm=lg.stride(0), BLOCK_E=_pow2(lg.shape[1]), RENORM=int(rn))
-
 def moe_gemv_up(x, # tokens [M, H], bf16/fp16
                 w13, # experts' gate and up rows [E, 2I, H] float8_e4m3fn (gate rows first)
                 s13, # scales: rows [E, 2I] (or [E, 1]), or blocks [E, 2I/bn, H/bk] with `block_size`
-                topk_ids, # [M, top_k] int: local expert ids, a slot outside [0, E) skipped (its row left unwritten); or a `Routing`
+                topk_ids, # [M, top_k] int: local expert ids; a slot outside [0, E) is skipped (its row left unwritten)
                 *, act='silu_mul', # 'silu_mul': silu(gate) * up, [M * top_k, I]; None: both raw halves, [M * top_k, 2I]
-                topk_weights=None, # [M, top_k], or True with a `Routing` (its weights): scale each slot's input by its router weight (vLLM's apply_router_weight_on_input)
+                topk_weights=None, # [M, top_k]: scale each slot's input by its router weight (vLLM's apply_router_weight_on_input)
                 pad=None, # [M] vLLM's padding tokens: bool, True on padding, or a slot mapping, negative on padding; their slots are skipped
                 block_size=None, config=None, pdl=False):
     "Every routed slot's gate and up projections in one launch, in float32 (CUDA, Triton); the first of `moe_gemv`'s two launches."
     E, I2, H = w13.shape
-    M, top_k, ids, route = _gemv_route(topk_ids, E)
+    M, top_k = topk_ids.shape
     if tuple(x.shape) != (M, H) or I2 % 2: raise ValueError(f"x must be [{M}, {H}] and w13 [E, 2I, {H}], got {tuple(x.shape)}, {tuple(w13.shape)}")
     if act not in (None, 'silu_mul'): raise ValueError(f"act must be None or 'silu_mul', got {act!r}")
     I = I2 // 2
@@ -676,42 +659,41 @@ def moe_gemv_up(x, # tokens [M, H], bf16/fp16
     BI, BK1, _, _, nw = config or gemv_config(M, H, I, top_k, block_size)
     blk, s13, ssn, ssk = _gemv_scales(w13, s13, block_size, 'w13', BI, BK1)
     h = torch.empty(M * top_k, I if act else I2, device=x.device, dtype=torch.float32)
-    if not route: ids = ids.to(torch.int32).contiguous()
-    wt = topk_weights.float().contiguous() if isinstance(topk_weights, torch.Tensor) else h
+    ids = topk_ids.to(torch.int32).contiguous()
+    wt = topk_weights.float().contiguous() if topk_weights is not None else h
     pk, pad = _gemv_pad(pad, M, x)
     _tk().moe_gemv_up_kernel[(math.ceil(I / BI), M * top_k)](
         x, w13, s13, ids, wt, pad, h, H, I, E, x.stride(0), w13.stride(0), w13.stride(1), s13.stride(0), ssn, ssk,
         TOPK=top_k, BI=BI, BK=BK1, BLOCK_SCALES=blk, BSN=block_size[0] if blk else 1, BSK=block_size[1] if blk else 1,
-        ACT=1 if act else 0, WEIGHT_IN=topk_weights is not None, PAD=pk, num_warps=nw, TOPK_P2=_pow2(top_k), **route,
-        **(pdl_launch(x) if pdl else {}))
+        ACT=1 if act else 0, WEIGHT_IN=topk_weights is not None, PAD=pk, num_warps=nw, **(pdl_launch(x) if pdl else {}))
     return h
 
 def moe_gemv_down(h, # float32 [M * top_k, I]: each slot's activation, as `moe_gemv_up` returns it
                   w2, # experts' down projections [E, H, I] float8_e4m3fn
                   s2, # scales: rows [E, H] (or [E, 1]), or blocks [E, H/bn, I/bk] with `block_size`
-                  topk_ids, # [M, top_k] int32 or a `Routing`: what `moe_gemv_up` read (under PDL read before the wait: it must predate that launch)
-                  topk_weights=None, # [M, top_k] router weights, or True with a `Routing` (its weights); None: every slot weighs 1
+                  topk_ids, # [M, top_k] int32: the tensor `moe_gemv_up` read (under PDL read before the wait: it must predate that launch)
+                  topk_weights=None, # [M, top_k] router weights; None: every slot weighs 1
                   *, out_dtype=torch.bfloat16, block_size=None, config=None, pdl=False,
                   pad=None # the tensor `moe_gemv_up` took (read before the PDL wait): a padding token's row is 0
                  ):
     "Each token's routed-expert sum [M, H] in one launch (CUDA, Triton): the down projections of its slots, weighted and added in registers."
     E, H, I = w2.shape
-    M, top_k, ids, route = _gemv_route(topk_ids, E)
+    M, top_k = topk_ids.shape
     if tuple(h.shape) != (M * top_k, I) or h.dtype != torch.float32:
         raise ValueError(f"h must be float32 [{M * top_k}, {I}], got {h.dtype} {tuple(h.shape)}")
     _, _, BH, BK2, nw = config or gemv_config(M, H, I, top_k, block_size)
     blk, s2, ssn, ssk = _gemv_scales(w2, s2, block_size, 'w2', BH, BK2)
     out = torch.empty(M, H, device=h.device, dtype=out_dtype)
-    if not route and (ids.dtype != torch.int32 or not ids.is_contiguous()):   # read before the PDL wait: no copy made here
-        raise ValueError(f"topk_ids must be the contiguous int32 tensor moe_gemv_up read, got {ids.dtype}")
-    wt = topk_weights.float().contiguous() if isinstance(topk_weights, torch.Tensor) else h
+    if topk_ids.dtype != torch.int32 or not topk_ids.is_contiguous():   # read before the PDL wait: no copy made here
+        raise ValueError(f"topk_ids must be the contiguous int32 tensor moe_gemv_up read, got {topk_ids.dtype}")
+    wt = topk_weights.float().contiguous() if topk_weights is not None else h
     pk, pad = _gemv_pad(pad, M, h)
     _tk().moe_gemv_down_kernel[(math.ceil(H / BH), M)](
-        h.contiguous(), w2, s2, ids, wt, pad, out, H, I, E, w2.stride(0), w2.stride(1), s2.stride(0), ssn, ssk,
+        h.contiguous(), w2, s2, topk_ids, wt, pad, out, H, I, E, w2.stride(0), w2.stride(1), s2.stride(0), ssn, ssk,
         out.stride(0), TOPK=top_k, TOPK_P2=_pow2(top_k), BH=BH, BK=BK2, BLOCK_SCALES=blk, BSN=block_size[0] if blk else 1,
-        BSK=block_size[1] if blk else 1, HAS_W=topk_weights is not None, PAD=pk, num_warps=nw, **route,
-        **(pdl_launch(h) if pdl else {}))
+        BSK=block_size[1] if blk else 1, HAS_W=topk_weights is not None, PAD=pk, num_warps=nw, **(pdl_launch(h) if pdl else {}))
     return out
+
 
 # %% ../nbs/06b_kernels.ipynb #43dd70f1
 import inspect

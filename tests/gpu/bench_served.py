@@ -23,8 +23,7 @@ Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head`
 `fp8-head-window` (+ a 2048-token draft window), `fp8-head-nopdl` (`fp8-head` with MTP_LIT_PDL=0: without programmatic
 dependent launch), `fp8-head-nogemv` (`fp8-head` with MTP_LIT_MOE_GEMV_MAX_M=0: a MoE draft's routed experts by vLLM's fused MoE
 at every token count), `fp8-head-noskip` (`fp8-head` with MTP_LIT_MOE_SKIP_PADDING=0: the GEMV launches also compute
-vLLM's CUDA-graph padding rows), `fp8-head-noroute` (`fp8-head` with MTP_LIT_MOE_ROUTE=0: vLLM's router routes the draft's
-MoE, not the GEMV launches); these four only when named. Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`). One record holds
+vLLM's CUDA-graph padding rows); these three only when named. Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`). One record holds
 one `--prompt` (`nbs/bench/h200_served.json`: 512; `h200_served_8k.json`: 8192, where the 2048-token window binds)."""
 import argparse, json, os, re, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -36,9 +35,8 @@ FP8 = {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}
 DRAFTS = {'bf16': {}, 'fp8': FP8, 'fp8-head': FP8, 'fp8-head-window': FP8 | {'MTP_DRAFT_WINDOW': '2048'},   # 'head': + the draft vocabulary
           'fp8-head-nopdl': FP8 | {'MTP_LIT_PDL': '0'},   # mtp_lit's kernels without programmatic dependent launch (`kernels.served_pdl`)
           'fp8-head-nogemv': FP8 | {'MTP_LIT_MOE_GEMV_MAX_M': '0'},   # routed experts by vLLM's fused MoE at every token count (`kernels.moe_gemv_max_m`)
-          'fp8-head-noskip': FP8 | {'MTP_LIT_MOE_SKIP_PADDING': '0'},   # the GEMV launches also compute vLLM's padding rows (`draft_moe.padding_rows`)
-          'fp8-head-noroute': FP8 | {'MTP_LIT_MOE_ROUTE': '0'}}   # vLLM's router routes, not the GEMV launches (`draft_moe.routing_in_launch`)
-OUTSIDE_SWEEP = ('fp8-head-nopdl', 'fp8-head-nogemv', 'fp8-head-noskip', 'fp8-head-noroute')   # comparison drafts, served only when named
+          'fp8-head-noskip': FP8 | {'MTP_LIT_MOE_SKIP_PADDING': '0'}}   # the GEMV launches also compute vLLM's padding rows (`draft_moe.padding_rows`)
+OUTSIDE_SWEEP = ('fp8-head-nopdl', 'fp8-head-nogemv', 'fp8-head-noskip')   # comparison drafts, served only when named
 # speculative_config options per draft: a truncated head gives vLLM's proposer its token directly (vLLM's own option; the
 # FP8 head's argmax kernel, no vocabulary-wide logits), as the plugin page tells users to serve it
 SPEC_OPTS = {d: {'use_local_argmax_reduction': True} for d in DRAFTS if 'head' in d}

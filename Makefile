@@ -8,6 +8,11 @@ export TRANSFORMERS_OFFLINE ?= 1
 
 .PHONY: env demo test check nbtest pytest site test-gpu test-vllm026
 
+# The CPU test targets run vLLM's portable CPU kernels on every x86 host, AMX or not (tools/cpu_isa/sitecustomize.py says why).
+CPU_TESTS := test check nbtest pytest test-vllm026
+$(CPU_TESTS): export MTP_LIT_CPU_AMX ?= 0
+$(CPU_TESTS): export PYTHONPATH := $(CURDIR)/tools/cpu_isa$(if $(PYTHONPATH),:$(PYTHONPATH))
+
 env:
 	@VENV=$(VENV) tools/setup-env
 

@@ -1,0 +1,14 @@
+"""vLLM's CPU kernels pinned to their portable paths in every process of a test run: `MTP_LIT_CPU_AMX=0`, which the
+Makefile's test targets set together with this folder on PYTHONPATH (so vLLM's engine and worker processes load it too).
+
+On an x86 host with AMX tiles (Sapphire Rapids and newer) vLLM CPU takes other kernels: AMX linears, attention, Gated
+DeltaNet and MoE paths, chosen by `torch.cpu._is_amx_tile_supported()`, and oneDNN's AMX code for BF16 matmuls. They
+refuse the tiny test checkpoints' 16-wide layers ("invalid weight input features 16"), and they round differently at
+different batch sizes, which moves near-ties between plain decoding and a verify of k+1 tokens. The CPU suite asserts
+greedy tokens identical to plain decoding and acceptance as recorded, so it runs the portable kernels on every host: vLLM
+reads AMX as absent. Nothing changes where the variable is not set."""
+import os
+
+if os.environ.get('MTP_LIT_CPU_AMX') == '0':
+    import torch
+    torch.cpu._is_amx_tile_supported = lambda: False

@@ -10,5 +10,6 @@ reads AMX as absent. Nothing changes where the variable is not set."""
 import os
 
 if os.environ.get('MTP_LIT_CPU_AMX') == '0':
-    import torch
-    torch.cpu._is_amx_tile_supported = lambda: False
+    try: import torch
+    except ImportError: torch = None   # not installed yet (tools/setup-env on a fresh machine)
+    if torch is not None: torch.cpu._is_amx_tile_supported = lambda: False

@@ -322,16 +322,18 @@ def new_index(src, tensors_out: dict) -> str:
 
 
 # %% ../nbs/02a_ckpt_io.ipynb #5853821d
-def write_variant(src, dst, plan: VariantPlan, *, replace: bool = False, link: bool = True, hidden: bool = False,
-                  progress: bool = False, desc: str = 'writing') -> Path:
+def write_variant(src, dst, plan: VariantPlan, *, replace: bool = False, in_place: bool = False, link: bool = True,
+                  hidden: bool = False, progress: bool = False, desc: str = 'writing') -> Path:
     """Write `plan` (a variant of checkpoint `src`) into directory `dst` in one atomic step (`atomic_dir`) and return `dst`.
-    `replace`: an existing `dst`, `src` itself included, is replaced; `link`: hard-link `plan.link` (else copy); `hidden`:
+    `replace`: an existing `dst` is replaced; `in_place`: `dst` is `src` itself, replaced; `link`: hard-link `plan.link` (else copy); `hidden`:
     `.DST.tmp-PID` names; `progress`: a tqdm bar labelled `desc`, one step a file or tensor. Raises ValueError when `dst`
-    is inside `src` or contains it (or is `src` without `replace`), FileExistsError for an existing `dst` without `replace`,
+    is inside `src` or contains it, or is `src` (symlinks resolved) without `in_place`, FileExistsError for an existing `dst` without `replace`,
     OSError(ENOSPC) naming needed and free bytes before anything is written."""
     src, dst = Path(src).absolute(), Path(dst).absolute()
-    if (dst == src and not replace) or src in dst.parents or dst in src.parents:
-        raise ValueError(f"DST {dst} must be outside SRC {src} (and not contain it)")
+    rs, rd = src.resolve(), dst.resolve()
+    if rd == rs and not in_place: raise ValueError(f"DST {dst} is SRC {src}: the source is never modified; write the variant to another directory")
+    if rs in rd.parents or rd in rs.parents: raise ValueError(f"DST {dst} must be outside SRC {src} (and not contain it)")
+    replace = replace or in_place
     if dst.exists() and not replace: raise FileExistsError(f"DST {dst} exists; pass overwrite=True (--overwrite) to replace it")
     dst.parent.mkdir(parents=True, exist_ok=True)
     same_dev = link and os.stat(src).st_dev == os.stat(dst.parent).st_dev

@@ -13,7 +13,7 @@ from copy import deepcopy
 from pathlib import Path
 import torch
 from .fp8 import quantize_fp8, fp8_scale_shape, SCHEMES, SCALE_FMTS
-from .options import read_config
+from .options import read_config, with_mtp_lit_section
 from .ckpt_io import (DTYPE_BYTES, INDEX, TensorOut, VariantPlan, json_text, list_tensors, new_index, plan_rest, raw_chunks,
                              raw_entry, read_safetensors_header, run_cli, st_order, tensor_bytes, write_checkpoint, write_safetensors,
                              write_variant)
@@ -119,7 +119,7 @@ def tiny_mtp_checkpoint(path, family: str = 'qwen3_5', hidden: int = 64, n_exper
         cfg = dict(architectures=['DeepseekV3ForCausalLM'], model_type='deepseek_v3', hidden_size=H, num_hidden_layers=L,
                    num_nextn_predict_layers=1, vocab_size=V, n_routed_experts=E, moe_intermediate_size=F, q_lora_rank=ql,
                    kv_lora_rank=kvl, qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=vd, num_attention_heads=nh,
-                   n_shared_experts=1)
+                   n_shared_experts=1, num_experts_per_tok=2)
         if fp8_block:
             for n in [n for n in mtp if fp8_target(n, mtp[n].shape, 'BF16', cfg) and not n.endswith('eh_proj.weight')]:
                 mtp[n], mtp[n + '_scale_inv'] = quantize_fp8(mtp[n], 'block', (128, 128), name=n)
@@ -226,10 +226,7 @@ def _set_mtp_config(cfg: dict, scheme: str, block, scale_fmt: str, converted_fro
     tgt['mtp_quant_algo'] = 'FP8'
     if scheme == 'block': tgt['mtp_quant_block_size'] = list(block)
     if scale_fmt == 'ue8m0': tgt['mtp_quant_scale_fmt'] = 'ue8m0'
-    holder = cfg if isinstance(cfg.get('mtp_lit'), dict) else tgt
-    sec = dict(holder.get('mtp_lit') or {}); sec.update(fp8=True, fp8_scheme=scheme, converted_from=converted_from)
-    holder['mtp_lit'] = sec
-    return cfg
+    return with_mtp_lit_section(cfg, fp8=True, fp8_scheme=scheme, converted_from=converted_from)
 
 def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', block=(128, 128), overwrite: bool = False,
              experts: bool = True, progress: bool = True, link: bool = True) -> Path:

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from safetensors import safe_open
 from .layouts import detect_family, draft_like_group, text_config
+from .options import mtp_lit_section, with_mtp_lit_section
 from .inspect_ckpt import draft_read_bytes
 from .ckpt_io import (INDEX, VariantPlan, json_text, list_tensors, plan_rest, read_index, run_cli, st_order, tensor_entry,
                              write_variant)
@@ -266,7 +267,7 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
     for n, t in tensors.items():
         if t.dtype not in _ST_DTYPES: raise ValueError(f"{DRAFT_VOCAB_FILE}: tensor {n!r} has dtype {t.dtype}; expected one of {list(_ST_DTYPES)}")
-    plan = VariantPlan(text={'config.json': json_text({**config, 'mtp_lit': {**(config.get('mtp_lit') or {}), **record}})})
+    plan = VariantPlan(text={'config.json': json_text(with_mtp_lit_section(config, **record))})
     if tensors: plan.shards[DRAFT_VOCAB_FILE] = (st_order([tensor_entry(n, t) for n, t in tensors.items()]),
                                                  {'format': 'pt', 'producer': 'mtp_lit.draft_vocab'})
     index = read_index(ckpt)
@@ -274,7 +275,7 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
         wm = {k: v for k, v in index['weight_map'].items() if v != DRAFT_VOCAB_FILE}
         plan.text[INDEX] = json_text({**index, 'weight_map': {**wm, **{k: DRAFT_VOCAB_FILE for k in tensors}}})
     plan_rest(ckpt, plan, skip={DRAFT_VOCAB_FILE})             # K = V: a stale draft vocab file is dropped
-    return write_variant(ckpt, ckpt if out is None else out, plan, replace=out is None, hidden=True)
+    return write_variant(ckpt, ckpt if out is None else out, plan, in_place=out is None, hidden=True)
 
 
 # %% ../nbs/09_draft_vocab.ipynb #3891fe2e
@@ -379,10 +380,10 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     weights are read) checks the ids alone."""
     ckpt = Path(ckpt_dir)
     if config is None: config = json.loads((ckpt / 'config.json').read_text())
-    sec = config.get('mtp_lit') or {}
+    sec = mtp_lit_section(config) or {}
     if 'draft_vocab_size' not in sec:
         if not (ckpt / LEGACY_IDS_FILE).exists(): return None
-        config = _convert_legacy(ckpt, config); sec = config['mtp_lit']
+        config = _convert_legacy(ckpt, config); sec = mtp_lit_section(config)
     tc = text_config(config)
     V, H = int(tc['vocab_size']), int(tc['hidden_size'])
     K = sec['draft_vocab_size']
@@ -457,7 +458,7 @@ def draft_vocab_cli(argv: list | None = None) -> int:
         dst = build_draft_vocab(a.ckpt, a.corpus, K, a.out, heldout=a.heldout, pattern=a.glob, batch_size=a.batch_size,
                                 progress=not a.no_progress)
         load_draft_vocab(dst)
-        sec = json.loads((dst / 'config.json').read_text())['mtp_lit']
+        sec = mtp_lit_section(json.loads((dst / 'config.json').read_text()))
         return (f"{dst}: draft vocab K={K} of V={V} ({K / V:.1%} of the head rows), coverage {sec['draft_vocab_coverage']:.4f} "
                 f"({sec['draft_vocab_corpus']})")
     return run_cli(run, 'mtp-lit draft-vocab', errors=(ValueError, OSError, KeyError))

@@ -107,6 +107,7 @@ def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
         if tc.get(k) is None: raise ValueError(f"config.json has no {k}, needed for the bytes of a draft step")
     H, V = tc['hidden_size'], tc['vocab_size']; K = min(draft_vocab, V)
     E, topk = lay.num_experts, lay.num_experts_per_tok
+    if lay.is_moe(0) and not topk: raise ValueError("config.json has no num_experts_per_tok, needed for the bytes of a draft step (the routed experts it reads)")
     lin = small = 0
     for w in synth_mtp_weights(lay):
         ti = classify_tensor(w['name'], w['shape'], w['dtype'], lay)
@@ -125,12 +126,13 @@ def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
 def _plugin_view(p, registry_key: str) -> dict:
     """What the plugin makes of the draft of checkpoint `p` with no environment variable set: {'plan', 'options'}, or
     {'error'} with the error it raises when it builds the draft (options, `mtp_quant_algo`, what the family cannot do)."""
-    from mtp_lit.options import checkpoint_options, draft_quant_plan
+    from mtp_lit.options import checkpoint_options, draft_quant_plan, mtp_lit_section
     from mtp_lit.plugin import check_options
     try:
         opts, mq, cfg = checkpoint_options(p, env={})
-        check_options(registry_key, opts, opts.draft_vocab and 'draft_vocab_size' in (cfg.get('mtp_lit') or {}))
-        return {'plan': draft_quant_plan(opts, mq).mode, 'options': opts.describe()}
+        check_options(registry_key, opts, opts.draft_vocab and 'draft_vocab_size' in (mtp_lit_section(cfg) or {}))
+        plan = draft_quant_plan(opts, mq)
+        return {'plan': plan.mode, 'options': opts.describe()} | ({'scheme': plan.scheme} if plan.mode.startswith('fp8') else {})
     except ValueError as e: return {'error': str(e)}
 
 # %% ../nbs/03_inspect.ipynb #b3e1a7c4
@@ -211,10 +213,15 @@ def _describe(p, config, lay, tensors, draft_vocab) -> dict:
     infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if is_draft_tensor(n, lay)]
     qs = quant_scheme(qc); qr = remap_exclusions(qc, lay)
     gaps = [] if config_only else find_gaps(lay, qc, tensors); fixed = apply_gap_fixes(qr, gaps)
+    view = _plugin_view(p, fam.registry_key)
+    stored_fp8 = view.get('plan') == 'fp8-serialized'   # mtp_lit loads the stored e4m3 linears itself, plain linears included (`plugin.swap_plain_linears`)
+    if stored_fp8: gaps = [g for g in gaps if g.kind != 'quantized_plain_linear']
     mods = []
     for m in draft_modules(lay):
         ws = [t for t in infos if t.vllm_module == m.vllm and not t.is_scale and t.role not in ('norm', 'embed')]
         a0, w0 = module_quant(m, qr, lay); a1, w1 = module_quant(m, fixed, lay)
+        if stored_fp8 and m.kind in ('linear', 'plain', 'experts') and 'F8_E4M3' in {t.dtype for t in ws}:
+            a1, w1 = f"fp8 {view['scheme']}", "mtp_lit's FP8 draft, as stored"
         mods.append({'module': m.vllm, 'kind': m.kind, 'role': m.role, 'checkpoint': sorted({t.module for t in ws})[:3] or list(m.shards[:1]),
                      'stored': ['?'] if config_only else sorted({t.dtype for t in ws}), 'quant': a0, 'why': w0, 'quant_fixed': a1, 'why_fixed': w1})
     layers = [{'index': i, 'checkpoint': lay.ckpt_prefix(i), 'tensors': sum(t.mtp_index == i for t in infos), 'vllm_params': lay.param_prefix(i),
@@ -224,7 +231,7 @@ def _describe(p, config, lay, tensors, draft_vocab) -> dict:
     try: step = draft_step_bytes(lay, draft_vocab)
     except (ValueError, KeyError, TypeError) as e: step = None; warnings.warn(f"bytes per draft step not computed: {e}")
     return {
-        'path': str(p), 'generic': False, 'config_only': config_only, 'mtp_lit': _plugin_view(p, fam.registry_key), 'family': fam.name,
+        'path': str(p), 'generic': False, 'config_only': config_only, 'mtp_lit': view, 'family': fam.name,
         'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file, 'num_hidden_layers': lay.num_hidden_layers,
         'mtp_layers': lay.num_mtp_layers, 'mtp_count_key': count_key, 'mtp_layers_in_weights': (max(in_w) + 1) if in_w else None, 'mtp_layers_note': note,
         'layers': layers, 'draft_globals': sorted({t.module for t in infos if t.mtp_index is None}), 'draft_tensors': len(infos),

@@ -5,10 +5,11 @@
 # %% auto #0
 __all__ = ['ENV_VARS', 'FP8_SCHEMES', 'MTP_QUANT_ALGOS', 'MtpLitOptions', 'parse_options', 'MtpQuant', 'parse_mtp_quant',
            'DraftQuantPlan', 'draft_quant_plan', 'resolve_model_dir', 'read_config', 'mtp_lit_section',
-           'checkpoint_options']
+           'with_mtp_lit_section', 'checkpoint_options']
 
 # %% ../nbs/01_options.ipynb #f5bcc6ae
-import json, os
+import json, os, re
+from copy import deepcopy
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def _parse(name, value, origin):
         if s in _FALSE: return False
         raise ValueError(f"{origin}={value!r}: expected 0 or 1 (true/false)")
     if kind is int:
-        if isinstance(value, bool) or not (isinstance(value, int) or str(value).strip().lstrip('-').isdigit()):
+        if isinstance(value, bool) or not (isinstance(value, int) or re.fullmatch(r'-?\d+', str(value).strip())):
             raise ValueError(f"{origin}={value!r}: expected a whole number of tokens")
         v = int(value)
         if v < 0: raise ValueError(f"{origin}={v}: must be >= 0 (0 turns it off)")
@@ -131,7 +132,7 @@ def parse_mtp_quant(config: dict) -> MtpQuant:
     block = get('mtp_quant_block_size') or qc.get('weight_block_size')
     fmt = get('mtp_quant_scale_fmt') or qc.get('scale_fmt') or 'float32'
     if block is not None:
-        if not (isinstance(block, (list, tuple)) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
+        if not (isinstance(block, (list, tuple)) and len(block) == 2 and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
             raise ValueError(f"config.json mtp_quant_block_size={block!r}: expected two positive ints, e.g. [128, 128]")
         block = tuple(block)
     if fmt not in ('float32', 'ue8m0'):
@@ -191,11 +192,33 @@ def read_config(model: str | os.PathLike) -> dict:
     except json.JSONDecodeError as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 def mtp_lit_section(config: dict) -> dict | None:
-    "A config.json's `mtp_lit` section: top level, else in `text_config` (multimodal configs); None without one."
-    return config.get('mtp_lit') or (config.get('text_config') or {}).get('mtp_lit')
+    "A config.json's `mtp_lit` section: top level, or in `text_config` (multimodal configs), the top level's keys winning where both hold one; None without one."
+    top, inner = config.get('mtp_lit'), (config.get('text_config') or {}).get('mtp_lit')
+    if isinstance(top, dict) and isinstance(inner, dict): return {**inner, **top}
+    return inner if top is None else top
+
+def with_mtp_lit_section(config: dict, **updates) -> dict:
+    """A copy of `config` whose `mtp_lit` section (`mtp_lit_section`) is updated by `updates` and held in one place: the
+    top level if it holds one or there is no `text_config`, else `text_config` (beside the fields of the model it describes).
+    Raises `ValueError` for a section that is not an object."""
+    cfg = deepcopy(config)
+    sec, inner = mtp_lit_section(cfg), cfg.get('text_config')
+    if sec is not None and not isinstance(sec, dict): raise ValueError(f"config.json mtp_lit: expected an object, got {sec!r}")
+    holder = cfg if 'mtp_lit' in cfg or not isinstance(inner, dict) else inner
+    if holder is cfg and isinstance(inner, dict): inner.pop('mtp_lit', None)
+    holder['mtp_lit'] = {**(sec or {}), **updates}
+    return cfg
 
 def checkpoint_options(model, env=None, overrides: dict | None = None, vllm_fp8: bool = False) -> tuple[MtpLitOptions, MtpQuant, dict]:
     """`(options, mtp_quant, config)` for a served `model`: its config.json's `mtp_lit` section and `mtp_quant_algo`, then
-    `overrides` (the `mtp_lit` dict of vLLM's `--hf-overrides`), `vllm_fp8` (`speculative_config.quantization='fp8'`) and env."""
+    `overrides` (the `mtp_lit` dict of vLLM's `--hf-overrides`), `vllm_fp8` (`speculative_config.quantization='fp8'`) and env.
+    Raises `ValueError`, naming both, where an override's `fp8_scheme` contradicts the per-tensor or per-channel layout
+    a converted checkpoint records for its stored FP8 draft (the section's `fp8_scheme` beside `mtp_quant_algo='FP8'`)."""
     cfg = read_config(model)
-    return parse_options(mtp_lit_section(cfg), env, overrides, vllm_fp8), parse_mtp_quant(cfg), cfg
+    sec, mq = mtp_lit_section(cfg), parse_mtp_quant(cfg)
+    opts = parse_options(sec, env, overrides, vllm_fp8)
+    stored = str(sec.get('fp8_scheme')).strip().lower() if mq.algo == 'FP8' and not mq.block_size and isinstance(sec, dict) and sec.get('fp8_scheme') else None
+    if stored and opts.fp8_scheme != stored:
+        raise ValueError(f"{opts.sources['fp8_scheme']}: fp8_scheme={opts.fp8_scheme!r}, but {resolve_model_dir(model) / 'config.json'} stores the "
+                         f"draft in FP8 with {stored} scales (mtp_lit.fp8_scheme beside mtp_quant_algo='FP8'); unset it for this checkpoint")
+    return opts, mq, cfg

@@ -302,7 +302,7 @@ def _load_draft_vocab(b: 'DraftBuild'):
     if not b.model_dir or not b.config: return None
     from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names
     from mtp_lit.draft_vocab import LEGACY_IDS_FILE
-    sec = b.config.get('mtp_lit') or {}
+    sec = mtp_lit_section(b.config) or {}
     legacy = (Path(b.model_dir) / LEGACY_IDS_FILE).exists()
     if 'draft_vocab_size' not in sec and not legacy: return None
     try: b.vocab_names = draft_vocab_tensor_names(b.config, _checkpoint_names(b.model_dir) if b.row is None else None)

@@ -791,6 +791,7 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
             if m.kind != 'head' and any(t.mtp_index == m.mtp_index for t in infos) and m.vllm not in present:
                 gaps.append(Gap('missing_draft', m.shards[0], f'no checkpoint tensor for the draft module {m.vllm} ({m.role})',
                                 'refuse to load: vLLM would leave the module at its initial values', m.vllm))
+        gaps += _missing_shards(lay, infos)
     by_w = {t.name: t for t in infos if not t.is_scale}
     scales = {}
     for t in infos:
@@ -870,3 +871,32 @@ def apply_gap_fixes(quant_config: dict | None, gaps) -> dict | None:
         d[k] = []; lists = [(d, k)]
     for d, k in lists: d[k] = d[k] + [e for e in ex if e not in d[k]]
     return out
+
+# %% ../nbs/02_layouts.ipynb #9e50c0a3
+def _missing_shards(lay, infos) -> list:
+    """`missing_draft` gaps for the parts of a fused draft module the checkpoint lacks while it stores the others: a shard
+    of a merged linear (`k_proj` of `qkv_proj`, `gate_proj` of a shared expert's `gate_up_proj`) or a projection of one
+    split routed expert. vLLM marks the whole fused parameter loaded when any part of it is, and leaves the rest at its
+    initial values."""
+    gaps, ws = [], [t for t in infos if _is_weight(t)]
+    for m in draft_modules(lay):
+        if m.kind != 'linear' or len(m.shards) < 2: continue
+        have = {t.module for t in ws if t.vllm_module == m.vllm}
+        if have and have < set(m.shards):   # some shards stored on their own, none fused under another name
+            gaps += [Gap('missing_draft', s + '.weight', f'{s}.weight is absent, but {m.vllm} is loaded from {len(m.shards)} shards and the '
+                         f"checkpoint stores {', '.join(sorted(have))}", 'refuse to load: vLLM would leave that part of the module at its initial values', m.vllm)
+                     for s in m.shards if s not in have]
+    split = {}
+    for t in ws:
+        if t.role == 'routed_expert_split' and t.expert_id is not None:
+            split.setdefault((t.mtp_index, t.vllm_module), {}).setdefault(t.expert_id, set()).add(t.module.rsplit('.', 1)[-1])
+    for (i, v), got in split.items():
+        projs, (e0, have0) = set().union(*got.values()), next(iter(got.items()))
+        name0 = next(t.module for t in ws if t.mtp_index == i and t.expert_id == e0)
+        for e in range(lay.num_experts or 0):
+            for pr in sorted(projs - got.get(e, set())):
+                j = name0.rfind(f'.{e0}.')   # the expert's index: the last one in the name (the layer's comes before it)
+                n = f"{name0[:j]}.{e}.{pr}.weight"
+                gaps.append(Gap('missing_draft', n, f'routed expert {e} of {v} has no {pr} (the checkpoint stores it for the other experts)',
+                                'refuse to load: vLLM would leave that expert at its initial values', v))
+    return gaps

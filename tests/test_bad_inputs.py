@@ -188,7 +188,9 @@ def test_fp8_weight_without_scale(root, fp8):
 def test_scale_without_weight(root, fp8):
     d = edit_tensors(copy_ckpt(fp8, root / 'orphan'), drop_tensor('mtp.layers.0.mlp.up_proj.weight'))
     assert [(g['kind'], g['tensor'], g['detail']) for g in inspect_checkpoint(d)['gaps']] == \
-        [('orphan_scale', 'mtp.layers.0.mlp.up_proj.weight_scale', 'scale of mtp.layers.0.mlp.up_proj.weight, which the checkpoint lacks')]
+        [('missing_draft', 'mtp.layers.0.mlp.up_proj.weight', 'mtp.layers.0.mlp.up_proj.weight is absent, but mtp.layers.0.mlp.gate_up_proj is loaded '
+          'from 2 shards and the checkpoint stores mtp.layers.0.mlp.gate_proj'),
+         ('orphan_scale', 'mtp.layers.0.mlp.up_proj.weight_scale', 'scale of mtp.layers.0.mlp.up_proj.weight, which the checkpoint lacks')]
     r1 = tiny_mtp_checkpoint(root / 'r1-orphan', 'deepseek_v3', fp8_block=True)
     edit_tensors(r1, drop_tensor('model.layers.2.self_attn.o_proj.weight'))
     with pytest.raises(ValueError, match=r"\[orphan_scale\] model.layers.2.self_attn.o_proj.weight_scale_inv: scale of "

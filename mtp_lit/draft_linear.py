@@ -63,8 +63,11 @@ class Fp8DraftLinearMethod(LinearMethodBase):
         n, k = sum(output_partition_sizes), input_size_per_partition
         layer.logical_widths, layer.orig_dtype = list(output_partition_sizes), params_dtype
         layer.weight_block_size = list(self.block) if self.block else None
-        if self.block:   # vLLM's own check: whole blocks on every TP rank and in every shard
-            try: validate_fp8_block_shape(layer, input_size, output_size, k, list(output_partition_sizes), list(self.block))
+        if self.block:   # whole blocks in every merged shard but the last (the kernels read one scale row per bn rows), and vLLM's
+            try:         # own check on every TP rank (which vLLM skips for merged layers it allows a mismatch on)
+                bad = [s for s in list(output_partition_sizes)[:-1] if s % self.block[0]]
+                if bad: raise ValueError(f"merged shards of {list(output_partition_sizes)} rows: {bad[0]} is not a multiple of block_n = {self.block[0]}")
+                validate_fp8_block_shape(layer, input_size, output_size, k, list(output_partition_sizes), list(self.block))
             except ValueError as e:
                 raise ValueError(f"{self.prefix or 'draft linear'}: {self.block[0]}x{self.block[1]} block FP8 does not fit this layer "
                                  f"at tensor_parallel_size={getattr(layer, 'tp_size', 1)} ({e}); serve this draft with per-channel "

@@ -325,15 +325,22 @@ def format_report(r: dict) -> str:
     return '\n'.join(out)
 
 # %% ../nbs/03_inspect.ipynb #7af49f7f
+from .options import mtp_lit_section
+
 def inspect_cli(argv: list[str] | None = None) -> int:
     "`mtp-lit inspect CKPT [--json] [--draft-vocab K]`: print `inspect_checkpoint(CKPT)` as a report or JSON. Returns 0, or 1 on an error (printed to stderr)."
     ap = argparse.ArgumentParser(prog='mtp-lit inspect', description="A checkpoint's MTP draft from config.json, its quant config and "
                                  "the safetensors headers (no tensor data is read).")
     ap.add_argument('ckpt', help='checkpoint directory (config.json + *.safetensors)')
     ap.add_argument('--json', action='store_true', help='print the result as JSON')
-    ap.add_argument('--draft-vocab', type=int, default=32768, metavar='K', help='rows of the truncated draft head for the bytes estimate (default 32768)')
+    ap.add_argument('--draft-vocab', type=int, default=None, metavar='K', help="rows of the truncated draft head for the bytes estimate "
+                    "(default: the checkpoint's own draft vocabulary, else 32768)")
     a = ap.parse_args(argv)
-    try: r = inspect_checkpoint(a.ckpt, a.draft_vocab)
+    if a.draft_vocab is not None and a.draft_vocab < 1: ap.error(f'--draft-vocab {a.draft_vocab}: must be >= 1 rows')
+    try:
+        cfg = Path(a.ckpt) / 'config.json'   # default: the size `mtp-lit draft-vocab` recorded, where the checkpoint has one
+        sec = (mtp_lit_section(json.loads(cfg.read_text())) if cfg.is_file() and a.draft_vocab is None else None) or {}
+        r = inspect_checkpoint(a.ckpt, a.draft_vocab or sec.get('draft_vocab_size') or 32768)
     except (FileNotFoundError, ValueError, TypeError) as e:
         print(f"mtp-lit inspect: error: {e}", file=sys.stderr); return 1
     print(json.dumps(r, indent=1) if a.json else format_report(r))

@@ -891,7 +891,7 @@ def _missing_shards(lay, infos) -> list:
         if t.role == 'routed_expert_split' and t.expert_id is not None:
             split.setdefault((t.mtp_index, t.vllm_module), {}).setdefault(t.expert_id, set()).add(t.module.rsplit('.', 1)[-1])
     for (i, v), got in split.items():
-        projs, (e0, have0) = set().union(*got.values()), next(iter(got.items()))
+        projs, e0 = set().union(*got.values()), next(iter(got))
         name0 = next(t.module for t in ws if t.mtp_index == i and t.expert_id == e0)
         for e in range(lay.num_experts or 0):
             for pr in sorted(projs - got.get(e, set())):

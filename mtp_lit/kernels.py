@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['FP8', 'SCALE_MODES', 'KERNEL_VARIANTS', 'USES', 'FIXUP_MAX_FLOATS', 'COUNTER_SLOTS', 'SCALED_MM_MIN_M',
-           'MOE_GEMV_MAX_M', 'GEMV_CROSSOVER_M', 'GLUE_WARPS', 'reference_linear', 'KernelConfig', 'block_m',
+           'MOE_GEMV_MAX_M', 'GEMV_CROSSOVER_M', 'GLUE_WARPS', 'reference_linear', 'KernelConfig', 'block_m', 'tile_m',
            'm_bucket', 'linear_use', 'default_config', 'fit_block_k', 'tuned_table', 'select_config',
            'triton_unavailable', 'triton_ok', 'tma_ok', 'pdl_launch', 'served_pdl', 'silu_mul', 'fp8_linear',
            'fp8_linear_argmax', 'split_counters', 'scaled_mm_ok', 'xq_tuned', 'vllm_scaled_mm_ops', 'quantize_act_rows',
@@ -55,7 +55,8 @@ class KernelConfig:
     `moe_linear`) by per-thread loads as with TMA False; XQ (with A8): the activations are quantised per token in a
     launch before (`quantize_act_rows`, one scale per token over all of K, applied in the epilogue), so the fp8 MMA
     accumulates across K tiles under per-tensor and per-channel scales (`fp8_linear` and `fp8_linear_argmax` without
-    act; else A8 as without XQ)."""
+    act; else A8 as without XQ); BM: token rows per program (0: `block_m(M)`, at most 64), up to 256 in `fp8_linear`
+    (`tile_m`), where with SWAP the tokens are the MMA's N side and one weight tile serves all of them."""
     BN: int = 64
     BK: int = 256
     SPLIT_K: int = 1
@@ -67,11 +68,14 @@ class KernelConfig:
     SK: int = 0
     TMA: bool = False
     XQ: bool = False
+    BM: int = 0
 
     def __post_init__(self):
         for f in ('BN', 'BK'):
             n = getattr(self, f)
             if n < 16 or n & (n - 1): raise ValueError(f"KernelConfig field {f!r} must be a power of two >= 16, got {n}")
+        if self.BM and (self.BM < 16 or self.BM > 256 or self.BM & (self.BM - 1)):
+            raise ValueError(f"KernelConfig field 'BM' must be 0 (automatic) or a power of two in [16, 256], got {self.BM}")
         for f, ok in (('SPLIT_K', self.SPLIT_K >= 1), ('SK', self.SK >= 0), ('WCVT', self.WCVT in (0, 1, 2)),
                       ('num_warps', self.num_warps in (1, 2, 4, 8, 16)), ('num_stages', self.num_stages >= 1), ('XQ', self.A8 or not self.XQ)):
             if not ok: raise ValueError(f"KernelConfig field {f!r} out of range: {getattr(self, f)!r}" + (" (XQ needs A8)" if f == 'XQ' else ''))
@@ -87,6 +91,10 @@ def _pow2(n): return 1 << max(0, (n - 1).bit_length())   # the next power of two
 def block_m(M):
     "Rows of the activation tile for M tokens: the next power of two in [16, 64] (tl.dot needs >= 16)."
     return min(64, max(16, _pow2(M)))
+
+def tile_m(M, cfg):
+    "Rows of `fp8_linear`'s activation tile for M tokens under `cfg`: `block_m(M)`, or the config's BM capped at the next power of two >= M."
+    return min(cfg.BM, max(16, _pow2(M))) if cfg.BM else block_m(M)
 
 def m_bucket(M):
     "The M bucket a tuned config is stored under: 1, 4, 16, 64 or 256 (the smallest of those >= M, 256 for larger)."
@@ -394,7 +402,7 @@ def _launch_linear(x2, w, scale, bias, r2, o2, act, mode, cfg, block_size, argma
     tk = _tk()
     M = x2.shape[0]
     N, K = w.shape
-    BM = block_m(M)
+    BM = tile_m(M, cfg)
     _check_block_k(cfg, mode, block_size)
     sk = bool(cfg.SK) and not argmax
     split = 1 if (argmax or sk) else max(1, min(cfg.SPLIT_K, math.ceil(K / cfg.BK)))
@@ -857,10 +865,12 @@ def candidate_configs(M, N, K, mode='per-channel', level='coarse', variants=None
     three x (BN, BK) {(64, 128), (128, 128)} x split-K {1, default, 2x}, 4 warps, 4 stages. 'step': for the draft step's linears, which add into float32 buffers: W8A16-asm, W8A8 and W8A8 swap-AB, wider split-K,
     2-4 stages, stream-K, each W8A16 / swap-AB config also with TMA loads (the tuning section below). 'xq': W8A8 on
     activations quantised before the launch (the XQ section below). 'neighbours': the table's per-channel entry for the
-    shape, fitted to `mode`, and its neighbours (how the block-scale entries were tuned)."""
+    shape, fitted to `mode`, and its neighbours (how the block-scale entries were tuned). 'wide': XQ swap-AB with up to 256
+    tokens in one program (the wide-tile section below)."""
     if level == 'step': return _step_candidates(M, N, K, mode)
     if level == 'neighbours': return _neighbour_candidates(M, N, K, mode)
     if level == 'xq': return _xq_candidates(M, N, K, mode)
+    if level == 'wide': return _wide_candidates(M, N, K, mode)
     base = default_config(M, N, K, mode)
     tiles = ((64, 128), (64, 256), (128, 128))  # BN 128 x BK 256 spills registers or overflows shared memory
     if level == 'coarse' or M > 16:
@@ -997,6 +1007,19 @@ def _xq_candidates(M, N, K, mode='per-channel'):
         out.append(KernelConfig(BN=bn, BK=bk, SPLIT_K=sk, A8=True, WCVT=0, SWAP=swap, num_warps=nw, num_stages=ns, TMA=True, XQ=True))
     for bn, s, ns in itertools.product((64, 128), (2, 3, 4), (3, 4)):
         out.append(KernelConfig(BN=bn, BK=128, SK=s, A8=True, WCVT=0, SWAP=True, num_stages=ns, TMA=True, XQ=True))
+    return out
+
+def _wide_candidates(M, N, K, mode='per-channel'):
+    """XQ swap-AB with BM 128 and 256 token rows per program (M > 64; none below): (BN, warps) in {(64, 4), (64, 8),
+    (128, 8)} x BK {128, 256} (128 under block scales) x split-K {1, 2, 4} (K / split >= 2 BK) x 2-4 stages, and stream-K
+    at 1-2 programs per SM."""
+    if M <= 64: return []
+    out = []
+    for bm, (bn, nw), bk, sk, ns in itertools.product((128, 256), ((64, 4), (64, 8), (128, 8)), (128, 256), (1, 2, 4), (2, 3, 4)):
+        if (mode == 'block' and bk != 128) or (sk > 1 and K // sk < 2 * bk): continue
+        out.append(KernelConfig(BN=bn, BK=bk, SPLIT_K=sk, A8=True, WCVT=0, SWAP=True, num_warps=nw, num_stages=ns, TMA=True, XQ=True, BM=bm))
+    for bm, (bn, nw), s in itertools.product((128, 256), ((64, 4), (64, 8), (128, 8)), (1, 2)):
+        out.append(KernelConfig(BN=bn, BK=128, SK=s, A8=True, WCVT=0, SWAP=True, num_warps=nw, num_stages=3, TMA=True, XQ=True, BM=bm))
     return out
 
 def _neighbour_candidates(M, N, K, mode='per-channel', table=None):

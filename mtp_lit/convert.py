@@ -12,8 +12,8 @@ import fnmatch, json, math, os, re, sys, argparse
 from copy import deepcopy
 from pathlib import Path
 import torch
-from .fp8 import quantize_fp8, fp8_scale_shape, SCHEMES, SCALE_FMTS
-from .options import read_config, with_mtp_lit_section
+from .fp8 import quantize_fp8, fp8_scale_shape, straddling_shard, SCHEMES, SCALE_FMTS
+from .options import read_config, with_mtp_lit_section, lm_holder
 from .ckpt_io import (DTYPE_BYTES, INDEX, TensorOut, VariantPlan, json_text, list_tensors, new_index, plan_rest, raw_chunks,
                              raw_entry, read_safetensors_header, run_cli, st_order, tensor_bytes, write_checkpoint, write_safetensors,
                              write_variant)
@@ -21,10 +21,6 @@ from .ckpt_io import (DTYPE_BYTES, INDEX, TensorOut, VariantPlan, json_text, lis
 # %% ../nbs/08_convert.ipynb #5a46978c
 from .layouts import classify_tensor, draft_layout, draft_modules, text_config, DraftLayout
 QUANT_ROLES = ('fc', 'attn', 'mlp', 'shared_expert', 'routed_expert_split', 'routed_expert_fused')
-
-def _lm_holder(cfg: dict) -> dict:
-    "The dict to write the language model's keys into: `text_config` of a multimodal config (Qwen3.5/3.6), else `cfg`; reads use `text_config`."
-    return cfg['text_config'] if isinstance(cfg.get('text_config'), dict) else cfg
 
 def mtp_linear_kind(name: str, shape) -> str | None:
     """'linear' for a 2-D `*.weight`, 'experts' for a 3-D fused `*.experts.gate_up_proj` / `*.experts.down_proj`
@@ -197,8 +193,10 @@ def _straddling_shards(src, lay, tensors: dict, block) -> list:
     multiple of the block's `block[0]`: its last block of scales would straddle the next shard's, which mtp_lit's draft
     linears (one scale row per `block[0]` rows of the merged weight) refuse at load. Real checkpoints' shards are whole
     blocks; tiny test models' may not be."""
-    bad = [(s, m.vllm, tensors[s + '.weight'][1]['shape'][0]) for m in draft_modules(lay) if m.kind == 'linear'
-           for s in m.shards[:-1] if s + '.weight' in tensors and tensors[s + '.weight'][1]['shape'][0] % block[0]]
+    bad = []
+    for m in draft_modules(lay):
+        rows = [(s, tensors[s + '.weight'][1]['shape'][0]) for s in m.shards if s + '.weight' in tensors] if m.kind == 'linear' else []
+        if (i := straddling_shard([n for _, n in rows], block[0])) is not None: bad.append((rows[i][0], m.vllm, rows[i][1]))
     if not bad: return []
     (s, v, n), more = bad[0], f" (and {len(bad) - 1} more shard(s))" if len(bad) > 1 else ''
     return [f"mtp-lit quantize: warning: {s}.weight has {n} rows{more}, not a multiple of the {block[0]}-row blocks: in vLLM's merged {v} "
@@ -236,7 +234,7 @@ def _quant_entries(readers: _Readers, st_file: Path, name: str, info: dict, sche
             TensorOut(fp8_scale_name(name, scheme), 'F32', sshape, 4 * math.prod(sshape), part('s')))
 
 def _set_mtp_config(cfg: dict, scheme: str, block, scale_fmt: str, converted_from: str) -> dict:
-    cfg = deepcopy(cfg); tgt = _lm_holder(cfg)
+    cfg = deepcopy(cfg); tgt = lm_holder(cfg)
     for c in {id(cfg): cfg, id(tgt): tgt}.values():
         for k in ('mtp_quant_algo', 'mtp_quant_block_size', 'mtp_quant_scale_fmt'): c.pop(k, None)
     tgt['mtp_quant_algo'] = 'FP8'
@@ -314,7 +312,7 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     modules = sorted(n[:-len('.weight')] if n.endswith('.weight') else n for n in list(targets) + already)
     new_cfg = _set_mtp_config(cfg, scheme, block, scale_fmt, src.absolute().name)
     notes = list(straddle)
-    for holder in (new_cfg, _lm_holder(new_cfg)):
+    for holder in (new_cfg, lm_holder(new_cfg)):
         if isinstance(holder.get('quantization_config'), dict):
             holder['quantization_config'], n = fix_exclusions(holder['quantization_config'], modules, list(prefixes), scheme, block, 'config.json quantization_config')
             notes += n

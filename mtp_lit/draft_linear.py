@@ -17,7 +17,7 @@ from vllm.model_executor.parameter import (ModelWeightParameter, PerTensorScaleP
 from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
 from vllm.model_executor.layers.quantization.utils.fp8_utils import validate_fp8_block_shape
-from .fp8 import SCALE_SENTINEL, quantize_fp8
+from .fp8 import SCALE_SENTINEL, quantize_fp8, straddling_shard
 from .kernels import fp8_linear_op, fp8_linear_argmax_op
 
 # %% ../nbs/07_draft_linear.ipynb #86539fcc
@@ -29,12 +29,11 @@ def quantize_shards(w: torch.Tensor, widths, scheme: str, block=None, scale_fmt=
     block across two shards (a shard other than the last whose size is not a multiple of bn), as vLLM's
     `validate_fp8_block_shape` does."""
     if sum(widths) != w.shape[0]: raise ValueError(f"{name}: shard widths {list(widths)} do not sum to {w.shape[0]} rows")
+    if scheme == 'block' and (i := straddling_shard(widths, block[0])) is not None:
+        raise ValueError(f"{name}: shard {i} of {list(widths)[i]} rows is not a multiple of the block size {block[0]}; "
+                         "its last block would straddle the next shard")
     qs, ss = [], []
-    parts = w.split(list(widths), 0)
-    for i, part in enumerate(parts):
-        if scheme == 'block' and part.shape[0] % block[0] and i < len(parts) - 1:
-            raise ValueError(f"{name}: shard {i} of {part.shape[0]} rows is not a multiple of the block size {block[0]}; "
-                             "its last block would straddle the next shard")
+    for part in w.split(list(widths), 0):
         q, s = quantize_fp8(part, scheme, block=block or (128, 128), scale_fmt=scale_fmt, name=name)
         qs.append(q); ss.append(s.float().reshape(1).expand(part.shape[0]) if scheme == 'per-tensor' else
                                 s.float().reshape(-1) if scheme == 'per-channel' else s.float())
@@ -65,8 +64,8 @@ class Fp8DraftLinearMethod(LinearMethodBase):
         layer.weight_block_size = list(self.block) if self.block else None
         if self.block:   # whole blocks in every merged shard but the last (the kernels read one scale row per bn rows), and vLLM's
             try:         # own check on every TP rank (which vLLM skips for merged layers it allows a mismatch on)
-                bad = [s for s in list(output_partition_sizes)[:-1] if s % self.block[0]]
-                if bad: raise ValueError(f"merged shards of {list(output_partition_sizes)} rows: {bad[0]} is not a multiple of block_n = {self.block[0]}")
+                if (i := straddling_shard(output_partition_sizes, self.block[0])) is not None:
+                    raise ValueError(f"merged shards of {list(output_partition_sizes)} rows: {output_partition_sizes[i]} is not a multiple of block_n = {self.block[0]}")
                 validate_fp8_block_shape(layer, input_size, output_size, k, list(output_partition_sizes), list(self.block))
             except ValueError as e:
                 raise ValueError(f"{self.prefix or 'draft linear'}: {self.block[0]}x{self.block[1]} block FP8 does not fit this layer "

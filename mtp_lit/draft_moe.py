@@ -16,7 +16,7 @@ from vllm.model_executor.layers.fused_moe.routed_experts import FusedMoeWeightSc
 from vllm.model_executor.layers.fused_moe.activation import MoEActivation
 from vllm.model_executor.utils import set_weight_attrs
 from .options import DraftQuantPlan
-from .fp8 import SCALE_SENTINEL, quantize_fp8
+from .fp8 import SCALE_SENTINEL, quantize_fp8, straddling_shard
 from typing import Optional
 from .kernels import fp8_linear, moe_linear, moe_sum, moe_gemv_up, moe_gemv_down, moe_gemv_max_m, gemv_block_ok, opaque_op, triton_ok, served_pdl
 
@@ -37,7 +37,7 @@ def quantize_experts(w: torch.Tensor, scheme: str, block=None, scale_fmt: str = 
     multiple of bn), or as `quantize_fp8` does."""
     E, N, K = w.shape
     if scheme == 'block':
-        if shards > 1 and (N // shards) % block[0]:
+        if straddling_shard([N // shards] * shards, block[0]) is not None:
             raise ValueError(f"{name}: {N // shards} rows per projection is not a multiple of the block size {block[0]}; a block "
                              f"would mix the gate and up projections (choose a block size dividing {N // shards})")
         return quantize_fp8(w, 'block', block, scale_fmt, name=name)

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['E4M3_MAX', 'E4M3_MIN_NORMAL', 'E4M3_MIN_SUBNORMAL', 'MIN_SCALE', 'SCALE_SENTINEL', 'SCHEMES', 'SCALE_FMTS',
-           'e4m3_value', 'e4m3_bytes', 'ue8m0_round', 'ue8m0_encode', 'ue8m0_decode', 'fp8_scale_shape', 'quantize_fp8',
-           'scale_scheme', 'dequantize_fp8', 'quantize_act_per_token', 'fp8_error', 'synthetic_weight', 'fp8_bytes',
-           'fp8_explore', 'fp8_explorer']
+           'e4m3_value', 'e4m3_bytes', 'ue8m0_round', 'ue8m0_encode', 'ue8m0_decode', 'fp8_scale_shape',
+           'straddling_shard', 'quantize_fp8', 'scale_scheme', 'dequantize_fp8', 'quantize_act_per_token', 'fp8_error',
+           'synthetic_weight', 'fp8_bytes', 'fp8_explore', 'fp8_explorer']
 
 # %% ../nbs/00_fp8.ipynb #a68aa5b1
 import math
@@ -83,6 +83,12 @@ def fp8_scale_shape(shape, scheme: str = 'per-tensor', block=(128, 128)) -> tupl
     if scheme == 'per-tensor': return (*lead, 1)
     if scheme == 'per-channel': return (*lead, n, 1)
     return (*lead, -(-n // block[0]), -(-k // block[1]))
+
+def straddling_shard(rows, block_n: int) -> int | None:
+    """The index of the first shard of a merged weight (shards of `rows` rows each, stacked along N) whose last block of
+    scales would straddle the next shard: a shard but the last whose rows are not a multiple of `block_n`; None when
+    every such shard holds whole blocks (one scale row per `block_n` rows of the merged weight is then each shard's own)."""
+    return next((i for i, n in enumerate(list(rows)[:-1]) if n % block_n), None)
 
 # %% ../nbs/00_fp8.ipynb #5793d153
 def _check_weight(w, name, dims=(2, 3)):

@@ -242,7 +242,9 @@ def _describe(p, config, lay, tensors, draft_vocab) -> dict:
         'modules': mods, 'gaps': [g.__dict__ for g in gaps], 'bytes_per_draft_step': step}
 
 # %% ../nbs/03_inspect.ipynb #f2b7d4c8
-def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
+from .options import mtp_lit_section
+
+def inspect_checkpoint(path, draft_vocab: int | None = None) -> dict:
     """Describe the MTP draft of the checkpoint directory `path` from `config.json`, its quant config and the safetensors headers
     (no tensor data read). Returns a JSON-serialisable dict (see `format_report`). Raises `FileNotFoundError` / `ValueError`
     naming the file or field that is missing or malformed, and `ValueError` for a config vLLM serves no MTP draft for. A config of
@@ -250,9 +252,15 @@ def inspect_checkpoint(path, draft_vocab: int = 32768) -> dict:
     safetensors yet (a checkpoint not downloaded) is described from the config alone (`config_only`): the draft's tensors are
     the ones the config implies, and dtypes and gaps are not checked. The MTP layers are read from the weights where the config
     states no count; what cannot be told is a warning (`warnings`), never a refusal. `mtp_lit` is what the plugin
-    will make of the draft with no environment variable set: the quantisation plan and options, or the error it will raise."""
+    will make of the draft with no environment variable set: the quantisation plan and options, or the error it will raise.
+    `draft_vocab`: rows of the truncated draft head in the bytes estimate (default: the checkpoint's own draft vocabulary,
+    `draft_vocab_size` of its `mtp_lit` section, else 32768)."""
     t0 = time.perf_counter(); p = Path(path)
     config = _read_json(p / 'config.json')
+    if draft_vocab is None:
+        sec = mtp_lit_section(config)
+        k = sec.get('draft_vocab_size') if isinstance(sec, dict) else None
+        draft_vocab = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 32768
     try: tensors, stats = checkpoint_tensors(p)
     except FileNotFoundError:
         if list(p.glob('*.safetensors')) or (p / INDEX).exists(): raise
@@ -325,8 +333,6 @@ def format_report(r: dict) -> str:
     return '\n'.join(out)
 
 # %% ../nbs/03_inspect.ipynb #7af49f7f
-from .options import mtp_lit_section
-
 def inspect_cli(argv: list[str] | None = None) -> int:
     "`mtp-lit inspect CKPT [--json] [--draft-vocab K]`: print `inspect_checkpoint(CKPT)` as a report or JSON. Returns 0, or 1 on an error (printed to stderr)."
     ap = argparse.ArgumentParser(prog='mtp-lit inspect', description="A checkpoint's MTP draft from config.json, its quant config and "
@@ -337,10 +343,7 @@ def inspect_cli(argv: list[str] | None = None) -> int:
                     "(default: the checkpoint's own draft vocabulary, else 32768)")
     a = ap.parse_args(argv)
     if a.draft_vocab is not None and a.draft_vocab < 1: ap.error(f'--draft-vocab {a.draft_vocab}: must be >= 1 rows')
-    try:
-        cfg = Path(a.ckpt) / 'config.json'   # default: the size `mtp-lit draft-vocab` recorded, where the checkpoint has one
-        sec = (mtp_lit_section(json.loads(cfg.read_text())) if cfg.is_file() and a.draft_vocab is None else None) or {}
-        r = inspect_checkpoint(a.ckpt, a.draft_vocab or sec.get('draft_vocab_size') or 32768)
+    try: r = inspect_checkpoint(a.ckpt, a.draft_vocab)
     except (FileNotFoundError, ValueError, TypeError) as e:
         print(f"mtp-lit inspect: error: {e}", file=sys.stderr); return 1
     print(json.dumps(r, indent=1) if a.json else format_report(r))

@@ -72,8 +72,18 @@ def _pdl_start(PDL: tl.constexpr):
 
 # %% ../nbs/06c_triton_kernels.ipynb #a56c3db4
 @triton.jit
+def _block_scaled(part, s, SWAP: tl.constexpr, ONE_S: tl.constexpr):
+    "One K tile's product times its block scales: one scalar (ONE_S), else one per weight row (rows of `part` with SWAP, else columns)."
+    if ONE_S:
+        return part * s
+    elif SWAP:
+        return part * s[:, None]
+    else:
+        return part * s[None, :]
+
+@triton.jit
 def _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
-               stride_xm, stride_wn, stride_sn, stride_sk, BK: tl.constexpr,
+               stride_xm, stride_wn, stride_sn, stride_sk, BK: tl.constexpr, BN: tl.constexpr,
                SCALE_MODE: tl.constexpr, BSN: tl.constexpr, BSK: tl.constexpr,
                A8: tl.constexpr, WCVT: tl.constexpr, SWAP: tl.constexpr, DOT_F32: tl.constexpr, ACT: tl.constexpr,
                n0=0, TMA: tl.constexpr = False):
@@ -93,7 +103,11 @@ def _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
     else:
         w = tl.load(w_ptr + rn[:, None] * stride_wn + kk[None, :], mask=n_ok[:, None] & k_ok[None, :], other=0.0)
     if SCALE_MODE == 3:
-        s = tl.load(s_ptr + (rn // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=n_ok, other=0.0)
+        if BSN % BN == 0:   # the tile's BN rows (from n0, a multiple of BN) sit in one row of blocks: one scalar scale,
+                            # no per-row gather to lay out like the accumulator
+            s = tl.load(s_ptr + (n0 // BSN) * stride_sn + (k0 // BSK) * stride_sk)
+        else:
+            s = tl.load(s_ptr + (rn // BSN) * stride_sn + (k0 // BSK) * stride_sk, mask=n_ok, other=0.0)
     if A8 and x.dtype != tl.float8e4nv:
         # W8A8: dynamic activation quant, one e4m3 scale per (token, K tile) = max(amax/448, MIN_SCALE)
         xf = x.to(tl.float32)
@@ -104,25 +118,22 @@ def _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
             w = w.to(tl.float32)
         if SWAP:
             part = tl.dot(w, tl.trans(xq)) * xs[None, :]
-            if SCALE_MODE == 3:
-                part = part * s[:, None]
         else:
             part = tl.dot(xq, tl.trans(w)) * xs[:, None]
-            if SCALE_MODE == 3:
-                part = part * s[None, :]
+        if SCALE_MODE == 3:
+            part = _block_scaled(part, s, SWAP, BSN % BN == 0)
         acc += part
     else:   # W8A16; or W8A8 on e4m3 activations quantised before the launch (XQ: the per-token scales in the epilogue)
         wx, xx = _widen(w, x, WCVT, DOT_F32)
-        if SWAP:
-            if SCALE_MODE == 3:
-                acc += tl.dot(wx, tl.trans(xx)) * s[:, None]
+        if SCALE_MODE == 3:
+            if SWAP:
+                acc += _block_scaled(tl.dot(wx, tl.trans(xx)), s, SWAP, BSN % BN == 0)
             else:
-                acc = tl.dot(wx, tl.trans(xx), acc)
+                acc += _block_scaled(tl.dot(xx, tl.trans(wx)), s, SWAP, BSN % BN == 0)
+        elif SWAP:
+            acc = tl.dot(wx, tl.trans(xx), acc)
         else:
-            if SCALE_MODE == 3:
-                acc += tl.dot(xx, tl.trans(wx)) * s[None, :]
-            else:
-                acc = tl.dot(xx, tl.trans(wx), acc)
+            acc = tl.dot(xx, tl.trans(wx), acc)
     return acc
 
 @triton.jit
@@ -144,7 +155,7 @@ def _mainloop(x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, k_lo, k_hi, K, N,
     n_ok = rn < N
     for k0 in range(k_lo, k_hi, BK):
         acc = _tile_step(acc, x_ptr, w_ptr, s_ptr, x_rows, row_ok, rn, n_ok, k0, k_hi, K,
-                         stride_xm, stride_wn, stride_sn, stride_sk, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT,
+                         stride_xm, stride_wn, stride_sn, stride_sk, BK, BN, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT,
                          n0, TMA)
     if SWAP:
         return tl.trans(acc)
@@ -278,7 +289,7 @@ def fp8_linear_sk_kernel(x_ptr, w_ptr, s_ptr, o_ptr, M, N, K, KT, U,
         rn = rb * BN + tl.arange(0, BN)
         n_ok = rn < N
         acc = _tile_step(acc, x_ptr, w_ptr, s_ptr, rm, m_ok, rn, n_ok, k0, K, K,
-                         stride_xm, stride_wn, stride_sn, stride_sk, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT,
+                         stride_xm, stride_wn, stride_sn, stride_sk, BK, BN, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT,
                          rb * BN, TMA)
         if (k0 + BK >= K) | (u == u1 - 1):  # the run leaves this row block: add its part into out
             if SWAP:
@@ -335,7 +346,7 @@ def moe_linear_kernel(x_ptr, w_ptr, s_ptr, ids_ptr, o_ptr,
             x_rows = rm
         acc = _mainloop(x_ptr, w_ptr + e.to(tl.int64) * stride_we, s_ptr + e * stride_se, x_rows, row_ok, rn, 0, K, K, N,
                         stride_xm, stride_wn, stride_sn, stride_sk,
-                        BM, BN, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT)
+                        BM, BN, BK, SCALE_MODE, BSN, BSK, A8, WCVT, SWAP, DOT_F32, ACT, pid_n * BN)
         acc = _epilogue_scale(acc, s_ptr + e * stride_se, rn, N, stride_sn, SCALE_MODE)
         o_ptrs = o_ptr + out_rows[:, None] * stride_om + rn[None, :]
         tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])

@@ -104,7 +104,7 @@ def test_fp8_linear_selected_configs_real_shapes(mode, N, K):
     g = gen()
     if True:
         q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5), mode)
-        for M in (1, 4, 16, 64):
+        for M in (1, 4, 16, 64, 256):
             x = rand(M, K, g=g).to(torch.bfloat16)
             cfg = select_config(M, N, K, mode)
             if mode == 'block' and 128 % cfg.BK:
@@ -422,6 +422,40 @@ def test_tma_weight_loads_vs_float64(variant, N, K, M):
     head = KernelConfig(BN=64, BK=128, TMA=True, **VARIANTS[variant])
     assert torch.equal(fp8_linear_argmax(x, q, s, config=head),
                        fp8_linear(x, q, s, config=KernelConfig(BN=64, BK=128, **VARIANTS[variant])).argmax(-1))
+
+
+@pytest.mark.parametrize('mode', ['per-channel', 'block'])
+@pytest.mark.parametrize('N,K,M', [(5120, 10240, 256), (14336, 5120, 128), (1000, 1024, 200)])
+def test_wide_token_tiles_vs_float64(mode, N, K, M):
+    "Up to 256 tokens in one program (config BM 128 / 256, swap-AB XQ, as the 'wide' tuning level makes them) against"
+    " float64, alone, with split-K and stream-K, into a new output and added into a float32 out; M not a multiple of BM."
+    from dataclasses import replace
+    g = gen()
+    q, s = quantize_fp8(rand(N, K, g=g, std=K ** -0.5, outliers=16), mode)
+    x = rand(M, K, g=g, mean=0.1, outliers=4).to(torch.bfloat16)
+    for bn, nw in ((64, 4), (128, 8)):
+        for bm in (128, 256):
+            wide = KernelConfig(BN=bn, BK=128, num_warps=nw, num_stages=3, TMA=True, BM=bm, **VARIANTS['w8a8-xq-swap'])
+            for kw in ({}, dict(SPLIT_K=2), dict(SK=2)):
+                check_new_and_accumulated(x, q, s, replace(wide, **kw), g)
+
+
+@pytest.mark.parametrize('variant', ['w8a16-asm', 'w8a16-asm-swap', 'w8a8', 'w8a8-swap', 'w8a8-xq-swap'])
+def test_block_scales_one_per_tile_and_per_row(variant):
+    "Block scales where a tile's rows sit in one row of blocks (BN 64 of 128-row blocks: one scalar per K step) and where"
+    " they span two (BN 128 of 64-row blocks: one scale per row), against float64, plain, split-K and stream-K."
+    g = gen()
+    w = rand(1000, 1024, g=g, std=1024 ** -0.5)
+    w[64:128] *= 20   # one row block far larger than its neighbours: a scale read for the wrong block shows
+    for bn, block in ((64, (128, 128)), (128, (64, 128))):
+        q, s = quantize_fp8(w, 'block', block)
+        for M in (3, 100):
+            x = rand(M, 1024, g=g, mean=0.2).to(torch.bfloat16)
+            for kw in ({}, dict(SPLIT_K=2), dict(SK=2)):
+                cfg = KernelConfig(BN=bn, BK=128, **VARIANTS[variant], **kw)
+                poison()
+                y = fp8_linear(x, q, s, block_size=block, config=cfg, backend='triton')
+                assert rel(y, reference_linear(x, q, s, block_size=block, act_group=agroup(cfg, 1024))) < 5e-3, (bn, block, M, kw)
 
 
 # ---- the plugin's served path: custom ops under torch.compile and CUDA graphs, the grouped FP8 experts

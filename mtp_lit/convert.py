@@ -198,7 +198,7 @@ def _straddling_shards(src, lay, tensors: dict, block) -> list:
         rows = [(s, tensors[s + '.weight'][1]['shape'][0]) for s in m.shards if s + '.weight' in tensors] if m.kind == 'linear' else []
         if (i := straddling_shard([n for _, n in rows], block[0])) is not None: bad.append((rows[i][0], m.vllm, rows[i][1]))
     if not bad: return []
-    (s, v, n), more = bad[0], f" (and {len(bad) - 1} more shard(s))" if len(bad) > 1 else ''
+    (s, v, n), more = bad[0], f" (and a shard in {len(bad) - 1} more merged linear(s))" if len(bad) > 1 else ''
     return [f"mtp-lit quantize: warning: {s}.weight has {n} rows{more}, not a multiple of the {block[0]}-row blocks: in vLLM's merged {v} "
             "its last block would straddle the next shard, and the plugin refuses this variant at load (use --scheme per-channel, "
             "or --block with a divisor of it)"]

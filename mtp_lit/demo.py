@@ -202,6 +202,8 @@ class DraftInspector:
         return {getattr(a, 'layer_name', str(i)): a.sliding_window
                 for i, a in enumerate(x for x in self.model_runner.model.modules() if isinstance(x, Attention))}
 
+
+# %% ../nbs/11_demo.ipynb #bee6e319
 def draft_linear_bytes(model) -> int:
     """Bytes of the draft's own linear weights read per draft step (MTP fc, attention and MLP projections, its own head;
     not the embedding or the LM head it shares with the target): e4m3 weights count 1 byte per element plus their float32
@@ -221,6 +223,8 @@ def draft_linear_bytes(model) -> int:
             total += mod.input_size * mod.output_size * torch.tensor([], dtype=getattr(mod, 'params_dtype', torch.bfloat16)).element_size()
     return total
 
+
+# %% ../nbs/11_demo.ipynb #629d8199
 CPU_ENV = {'VLLM_CPU_KVCACHE_SPACE': '1', 'VLLM_CPU_OMP_THREADS_BIND': 'auto', 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1',
            'VLLM_NO_USAGE_STATS': '1', 'TOKENIZERS_PARALLELISM': 'false'}
 

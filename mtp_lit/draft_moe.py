@@ -91,22 +91,7 @@ def gated_act(gu: torch.Tensor, # gate-up rows [..., 2I], gate rows first (inter
     p = swiglu or swiglu_params(activation)
     return swiglu_oai(gu.float(), *p, interleaved=activation == MoEActivation.SWIGLUOAI).to(gu.dtype)
 
-# %% ../nbs/07a_draft_moe.ipynb #0a0b29bd
-def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
-    "The routed experts through two `moe_linear` launches and a `moe_sum` (CUDA, Triton): capture-safe, only routed experts read."
-    bs = block or (128, 128)
-    if apply_router_weight_on_input:
-        w = topk_weights.float().masked_fill(ids < 0, 0.0)
-        xs = (x.float()[:, None, :] * w[..., None]).to(x.dtype)
-        gu = moe_linear(xs, w13, s13, ids, per_slot_input=True, block_size=bs)
-    else:
-        gu = moe_linear(x, w13, s13, ids, block_size=bs)
-    if activation == MoEActivation.SILU and not swiglu:   # SiLU-and-mul fused into the second launch's load
-        y = moe_linear(gu, w2, s2, ids, per_slot_input=True, act='silu_mul', block_size=bs)
-    else:
-        y = moe_linear(gated_act(gu.float(), activation, swiglu).to(x.dtype), w2, s2, ids, per_slot_input=True, block_size=bs)
-    return moe_sum(y, ids, None if apply_router_weight_on_input else topk_weights)   # slots on another rank: never written, skipped
-
+# %% ../nbs/07a_draft_moe.ipynb #0b239095
 def gemv_experts_ok(x, block=None) -> bool:
     "Whether tokens `x` [T, H] take the two GEMV launches: Triton, 1 <= T <= `kernels.moe_gemv_max_m()` (environment MTP_LIT_MOE_GEMV_MAX_M, default `MOE_GEMV_MAX_M` = 8; 0: never), block scales `kernels.gemv_block_ok` takes."
     return 0 < x.shape[0] <= moe_gemv_max_m() and triton_ok(x) and gemv_block_ok(block)
@@ -120,6 +105,8 @@ def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_r
     return moe_gemv_down(h, w2, s2, ids, None if apply_router_weight_on_input else topk_weights, out_dtype=x.dtype,
                          block_size=block, pdl=served_pdl(), pad=pad)
 
+
+# %% ../nbs/07a_draft_moe.ipynb #4e8390a1
 MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always (the benchmarks page times both paths)
 # activations vLLM's functional `fused_experts` computes as vLLM's MoE layer does: SWIGLUOAI_UNINTERLEAVE, and SiLU where the layer
 # sets a clamp limit, need the layer's limit, which that op does not take, so those experts run on the grouped kernel with `gated_act`
@@ -143,6 +130,25 @@ def _vllm_experts(x, w13, s13, w2, s2, topk_weights, topk_ids, block, activation
         global_num_experts=w13.shape[0] if expert_map is None else expert_map.numel(), expert_map=expert_map,
         w1_scale=s13[..., None] if row else s13, w2_scale=s2[..., None] if row else s2, block_shape=None if row else list(block))
 
+
+# %% ../nbs/07a_draft_moe.ipynb #ea43fa07
+def _grouped_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_router_weight_on_input, swiglu=None):
+    "The routed experts through two `moe_linear` launches and a `moe_sum` (CUDA, Triton): capture-safe, only routed experts read."
+    bs = block or (128, 128)
+    if apply_router_weight_on_input:
+        w = topk_weights.float().masked_fill(ids < 0, 0.0)
+        xs = (x.float()[:, None, :] * w[..., None]).to(x.dtype)
+        gu = moe_linear(xs, w13, s13, ids, per_slot_input=True, block_size=bs)
+    else:
+        gu = moe_linear(x, w13, s13, ids, block_size=bs)
+    if activation == MoEActivation.SILU and not swiglu:   # SiLU-and-mul fused into the second launch's load
+        y = moe_linear(gu, w2, s2, ids, per_slot_input=True, act='silu_mul', block_size=bs)
+    else:
+        y = moe_linear(gated_act(gu.float(), activation, swiglu).to(x.dtype), w2, s2, ids, per_slot_input=True, block_size=bs)
+    return moe_sum(y, ids, None if apply_router_weight_on_input else topk_weights)   # slots on another rank: never written, skipped
+
+
+# %% ../nbs/07a_draft_moe.ipynb #0a0b29bd
 def fp8_moe(x, w13, s13, w2, s2, topk_weights, topk_ids, block=None, activation=MoEActivation.SILU, expert_map=None,
             apply_router_weight_on_input: bool = False, dense: bool | None = None, swiglu: tuple | None = None,
             pad_rows: torch.Tensor | None = None) -> torch.Tensor:

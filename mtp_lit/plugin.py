@@ -688,7 +688,6 @@ def _head_logits_class():
     return DraftHeadLogits
 
 # %% ../nbs/06_plugin.ipynb #9a20ee12
-_SHARED_FROM_TARGET = ('embed_tokens', 'lm_head', 'shared_head.head')
 _FUSED_EXPERTS = re.compile(r'^(?P<stem>.+\.experts)\.(?P<w>gate_up_proj|down_proj)(?P<scale>_scale)?$')
 _SCALE = re.compile(r'(weight_scale_inv|weight_scale|_scale_inv|_scale)$')
 
@@ -724,6 +723,10 @@ def _mark_fused_experts(b: 'DraftBuild', draft) -> None:
     if layers and not any(m.quant_method.w13_joint for m in layers):
         raise RuntimeError(f"{b.key}: fused experts {sorted(b.fused_experts)} in the checkpoint match no FP8 expert layer "
                            f"({', '.join(m.layer_name for m in layers)})")
+
+
+# %% ../nbs/06_plugin.ipynb #0a6332aa
+_SHARED_FROM_TARGET = ('embed_tokens', 'lm_head', 'shared_head.head')
 
 def _poison(draft, names) -> None:
     "Fill the draft's own float parameters `names` with NaN (e4m3: its NaN byte 0x7F) so that any element no checkpoint tensor writes stays detectable."

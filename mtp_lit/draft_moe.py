@@ -107,7 +107,7 @@ def _gemv_moe(x, w13, s13, w2, s2, topk_weights, ids, block, activation, apply_r
 
 
 # %% ../nbs/07a_draft_moe.ipynb #4e8390a1
-MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA): always (the benchmarks page times both paths)
+MOE_VLLM_MIN_M = 1   # tokens from which the FP8 experts run on vLLM's fused-MoE kernel (CUDA) where the GEMV launches are not taken: always
 # activations vLLM's functional `fused_experts` computes as vLLM's MoE layer does: SWIGLUOAI_UNINTERLEAVE, and SiLU where the layer
 # sets a clamp limit, need the layer's limit, which that op does not take, so those experts run on the grouped kernel with `gated_act`
 VLLM_FUSED_ACTS = (*_ACT, MoEActivation.SWIGLUOAI)
@@ -239,7 +239,7 @@ _NO_MASK = set()   # layers that logged a forward without a mask
 
 # %% ../nbs/07a_draft_moe.ipynb #8c17bfc2
 class Fp8DraftMoEMethod(FusedMoEMethodBase):
-    """FP8 e4m3 routed experts of one draft MoE layer (vLLM `RoutedExperts`), computed by `fp8_moe_op` (W8A16) on any device.
+    """FP8 e4m3 routed experts of one draft MoE layer (vLLM `RoutedExperts`), computed by `fp8_moe_op` on any device.
 
     `plan.mode` 'fp8-online': BF16 `w13_weight` [E, 2I, H] / `w2_weight` [E, H, I] loaded by vLLM's expert weight loader (split
     `experts.{e}.gate_proj/up_proj/down_proj` or fused `experts.gate_up_proj/down_proj`) and quantized in

@@ -316,8 +316,8 @@ def fp8_linear(x, qweight, scale=None, bias=None, *, residual=None, out=None, ac
     dtype, F.linear, a per-tensor/per-channel scale applied in float32 after it; block scales applied to the weight
     in float32 before it is rounded to x's dtype); or 'auto' (triton when it can run). On the Triton backend with no `config`,
     `scaled_mm_ok` sends many tokens to `scaled_mm_linear` (W8A8 on CUTLASS) instead, unless `xq_tuned`. pdl: launch the Triton kernel
-    under programmatic dependent launch where `pdl_launch` allows it (off by default: the plugin's path under vLLM is
-    not measured with it). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
+    under programmatic dependent launch where `pdl_launch` allows it (off by default; the
+    plugin's ops pass `served_pdl()`). Raises ValueError on mismatched shapes, dtypes, scale layouts or options."""
     mode = _check_linear(x, qweight, scale, bias, residual, out, act, block_size)
     if backend == 'auto': backend = 'triton' if triton_ok(x) else 'torch'
     if backend == 'torch':

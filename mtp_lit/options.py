@@ -26,7 +26,7 @@ class MtpLitOptions:
     fp8_scheme: str = 'per-tensor' # weight scale layout for online FP8: per-tensor | per-channel | block (128x128)
     fp8_head: bool = True          # with fp8, also FP8 the draft's own (truncated) head
     draft_window: int = 0          # sliding window of the draft's attention, tokens; 0 = full attention
-    draft_window_sinks: int = 0    # attention-sink tokens kept at the start of the sequence inside the window
+    draft_window_sinks: int = 0    # attention-sink tokens at the start of the sequence (cost model only: the plugin refuses any value above 0)
     draft_vocab: bool = True       # use the checkpoint's truncated draft head when it has one
     sources: dict = field(default_factory=dict, compare=False)
 

@@ -25,7 +25,7 @@ _SHAPES_FILE = Path(importlib.util.find_spec('mtp_lit').origin).parent / 'data' 
 VARIANTS = ('bf16', 'fp8-torch', 'fp8-mtp_lit')
 
 def load_shapes(path=None):
-    "Real shapes of the MTP draft layers ({model: dict}) from `mtp_lit/data/shapes.json` (copied from ../shared/checkpoints)."
+    "Real shapes of the MTP draft layers ({model: dict}) from `mtp_lit/data/shapes.json` (made from tests/fixtures/checkpoints)."
     return json.loads(Path(path or _SHAPES_FILE).read_text())
 
 def draft_linears(cfg, head_rows=None):

@@ -327,7 +327,8 @@ def write_variant(src, dst, plan: VariantPlan, *, replace: bool = False, in_plac
     """Write `plan` (a variant of checkpoint `src`) into directory `dst` in one atomic step (`atomic_dir`) and return `dst`.
     `replace`: an existing `dst` is replaced; `in_place`: `dst` is `src` itself, replaced; `link`: hard-link `plan.link` (else copy); `hidden`:
     `.DST.tmp-PID` names; `progress`: a tqdm bar labelled `desc`, one step a file or tensor. Raises ValueError when `dst`
-    is inside `src` or contains it, or is `src` (symlinks resolved) without `in_place`, FileExistsError for an existing `dst` without `replace`,
+    is inside `src` or contains it, or is `src` (symlinks resolved) without `in_place`, or when an existing `dst` to replace is neither a checkpoint directory
+    (one with config.json) nor empty; FileExistsError for an existing `dst` without `replace`;
     OSError(ENOSPC) naming needed and free bytes before anything is written."""
     src, dst = Path(src).absolute(), Path(dst).absolute()
     rs, rd = src.resolve(), dst.resolve()
@@ -335,6 +336,9 @@ def write_variant(src, dst, plan: VariantPlan, *, replace: bool = False, in_plac
     if rs in rd.parents or rd in rs.parents: raise ValueError(f"DST {dst} must be outside SRC {src} (and not contain it)")
     replace = replace or in_place
     if dst.exists() and not replace: raise FileExistsError(f"DST {dst} exists; pass overwrite=True (--overwrite) to replace it")
+    if dst.exists() and not in_place and not (dst.is_dir() and ((dst / 'config.json').is_file() or not any(dst.iterdir()))):
+        raise ValueError(f"DST {dst} exists and is not a checkpoint directory (no config.json): overwrite replaces only a checkpoint, "
+                         "which it deletes; choose another DST")
     dst.parent.mkdir(parents=True, exist_ok=True)
     same_dev = link and os.stat(src).st_dev == os.stat(dst.parent).st_dev
     needed = sum(8 + 4096 + sum(e.nbytes for e in ents) for ents, _ in plan.shards.values())
@@ -406,7 +410,8 @@ def run_cli(fn: Callable, prog: str, errors: tuple = (ValueError, OSError)) -> i
     exception some C++ code replaced with its own (torch turns it into a ValueError while reading a Python list) still
     ends as 130 / 143; so does any exception that ends `fn` after a signal arrived. A signal the process ignores (SIG_IGN,
     as a background job's SIGINT) stays ignored; the previous handlers are restored after. Interrupted writes clean up
-    through `atomic_dir`; their message says `nothing written`. Other exceptions propagate."""
+    through `atomic_dir`; their message says `nothing written`. Other exceptions propagate. A reader that
+    closes the pipe early (`| head`) gets no traceback."""
     got, old = [], {}
     def on_signal(signum, frame):
         got.append(signum)
@@ -428,5 +433,8 @@ def run_cli(fn: Callable, prog: str, errors: tuple = (ValueError, OSError)) -> i
         raise
     finally:
         for s, h in old.items(): signal.signal(s, h if h is not None else signal.SIG_DFL)
-    if out is not None: print(out)
+    if out is not None:
+        try: print(out, flush=True)
+        except BrokenPipeError:   # the reader left (`| head`): what it read is what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

@@ -475,7 +475,7 @@ def quantize_cli(argv: list[str] | None = None) -> int:
     ap.add_argument('--scale-fmt', choices=SCALE_FMTS, default='float32', help='ue8m0: power-of-two block scales (needs --scheme block)')
     ap.add_argument('--block', type=int, nargs=2, default=None, metavar=('BN', 'BK'), help='block size for --scheme block (default 128 128)')
     ap.add_argument('--keep-experts', action='store_true', help='leave routed experts in BF16')
-    ap.add_argument('--overwrite', action='store_true', help='replace DST if it exists')
+    ap.add_argument('--overwrite', action='store_true', help='replace DST if it is an existing checkpoint (deleting it)')
     ap.add_argument('--copy', action='store_true', help='copy unchanged shards instead of hard-linking them')
     ap.add_argument('--quiet', action='store_true', help='no progress bar')
     a = ap.parse_args(argv)
@@ -486,8 +486,11 @@ def quantize_cli(argv: list[str] | None = None) -> int:
 def fuse_experts_cli(argv: list[str] | None = None) -> int:
     "`mtp-lit fuse-experts`: argparse front end of `fuse_experts`; returns the exit status."
     ap = argparse.ArgumentParser(prog='mtp-lit fuse-experts', description='Rewrite the MTP routed experts between the split (per expert) and the fused (3-D) layout.')
-    ap.add_argument('src'); ap.add_argument('dst')
-    ap.add_argument('--to', choices=('fused', 'split'), required=True)
-    ap.add_argument('--overwrite', action='store_true'); ap.add_argument('--copy', action='store_true'); ap.add_argument('--quiet', action='store_true')
+    ap.add_argument('src', help='source checkpoint directory (never modified)')
+    ap.add_argument('dst', help='output directory (must not exist unless --overwrite)')
+    ap.add_argument('--to', choices=('fused', 'split'), required=True, help='the experts layout to write')
+    ap.add_argument('--overwrite', action='store_true', help='replace DST if it is an existing checkpoint (deleting it)')
+    ap.add_argument('--copy', action='store_true', help='copy unchanged shards instead of hard-linking them')
+    ap.add_argument('--quiet', action='store_true', help='no progress bar')
     a = ap.parse_args(argv)
     return run_cli(lambda: fuse_experts(a.src, a.dst, a.to, a.overwrite, progress=not a.quiet, link=not a.copy), 'mtp-lit fuse-experts')

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts', 'special_token_ids', 'frequency_order',
            'rank_draft_vocab', 'validate_draft_vocab_ids', 'd2t_offsets', 't2d_mask', 'coverage_curve', 'coverage_at',
-           'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'build_draft_vocab',
-           'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
+           'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'vocab_size',
+           'build_draft_vocab', 'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
 import json, os, warnings
@@ -15,7 +15,7 @@ from typing import NamedTuple
 import torch
 from safetensors import safe_open
 from .layouts import detect_family, draft_like_group, text_config
-from .options import mtp_lit_section, with_mtp_lit_section
+from .options import mtp_lit_section, with_mtp_lit_section, read_config
 from .inspect_ckpt import draft_read_bytes
 from .ckpt_io import (INDEX, VariantPlan, json_text, list_tensors, plan_rest, read_index, run_cli, st_order, tensor_entry,
                              write_variant)
@@ -279,6 +279,13 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
 
 
 # %% ../nbs/09_draft_vocab.ipynb #3891fe2e
+def vocab_size(config: dict) -> int:
+    "The target's vocabulary size V from a parsed config.json (`text_config` of a multimodal one). Raises ValueError naming the field."
+    v = text_config(config).get('vocab_size')
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ValueError(f"config.json: vocab_size is {v!r}; a positive integer is needed" + (' (under text_config)' if 'text_config' in config else ''))
+    return v
+
 def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: str = '**/*', batch_size: int = 64,
                       progress: bool = True) -> Path:
     """Count `corpus` with the checkpoint's tokenizer, keep the top `K` token ids (special/EOS always), and write the
@@ -297,10 +304,10 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     ckpt = Path(ckpt)
     for f in ('config.json', 'tokenizer.json'):
         if not (ckpt / f).is_file(): raise FileNotFoundError(f"{ckpt / f} not found (build_draft_vocab needs a checkpoint directory)")
-    config = json.loads((ckpt / 'config.json').read_text())
+    config = read_config(ckpt)
     gen = json.loads((ckpt / 'generation_config.json').read_text()) if (ckpt / 'generation_config.json').exists() else None
     tc = text_config(config)
-    V = int(tc['vocab_size'])
+    V = vocab_size(config)
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
     names = _tensor_files(ckpt)
     ids_name, rows_name = draft_vocab_tensor_names(config, names)
@@ -347,7 +354,7 @@ def _convert_legacy(ckpt: Path, config: dict) -> dict:
                          f"{'' if not torch.is_tensor(obj) else f' {obj.dtype} {tuple(obj.shape)}'}")
     ids = obj.to(torch.int64)
     ids_name, rows_name = draft_vocab_tensor_names(config)
-    V = int(text_config(config)['vocab_size'])
+    V = vocab_size(config)
     files = _tensor_files(ckpt)
     tensors = {}
     if rows_name in files:    # rows stored in the shards, in the order of the .pt: that order must already be ascending
@@ -361,7 +368,7 @@ def _convert_legacy(ckpt: Path, config: dict) -> dict:
                   draft_vocab_corpus=f"converted from {LEGACY_IDS_FILE}")
     _write_variant(ckpt, config, tensors, record)
     warnings.warn(f"{src}: converted to {DRAFT_VOCAB_FILE} (config.json mtp_lit.draft_vocab_*); the .pt is no longer read")
-    return json.loads((ckpt / 'config.json').read_text())
+    return read_config(ckpt)
 
 def _sample_rows(K: int, n: int) -> list:
     return list(range(K)) if K <= n else sorted(set(torch.linspace(0, K - 1, n, dtype=torch.float64).round().long().tolist()))
@@ -379,13 +386,13 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     rows at those ids (`check_rows` rows compared, all if K <= check_rows). `weights=False` (vLLM's `--load-format dummy`: no
     weights are read) checks the ids alone."""
     ckpt = Path(ckpt_dir)
-    if config is None: config = json.loads((ckpt / 'config.json').read_text())
+    if config is None: config = read_config(ckpt)
     sec = mtp_lit_section(config) or {}
     if 'draft_vocab_size' not in sec:
         if not (ckpt / LEGACY_IDS_FILE).exists(): return None
         config = _convert_legacy(ckpt, config); sec = mtp_lit_section(config)
     tc = text_config(config)
-    V, H = int(tc['vocab_size']), int(tc['hidden_size'])
+    V, H = vocab_size(config), int(tc['hidden_size'])
     K = sec['draft_vocab_size']
     if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= V:
         raise ValueError(f"config.json mtp_lit.draft_vocab_size={K!r}: expected an int in [1, vocab_size={V}]")
@@ -452,13 +459,13 @@ def draft_vocab_cli(argv: list | None = None) -> int:
     ap.add_argument('--no-progress', action='store_true', help='no progress bar')
     a = ap.parse_args(argv)
     def run():
-        cfg = json.loads((Path(a.ckpt) / 'config.json').read_text())
-        V = int(text_config(cfg)['vocab_size'])
+        cfg = read_config(a.ckpt)
+        V = vocab_size(cfg)
         K = parse_draft_vocab_size(a.size, V)
         dst = build_draft_vocab(a.ckpt, a.corpus, K, a.out, heldout=a.heldout, pattern=a.glob, batch_size=a.batch_size,
                                 progress=not a.no_progress)
         load_draft_vocab(dst)
-        sec = mtp_lit_section(json.loads((dst / 'config.json').read_text()))
+        sec = mtp_lit_section(read_config(dst))
         return (f"{dst}: draft vocab K={K} of V={V} ({K / V:.1%} of the head rows), coverage {sec['draft_vocab_coverage']:.4f} "
                 f"({sec['draft_vocab_corpus']})")
     return run_cli(run, 'mtp-lit draft-vocab', errors=(ValueError, OSError, KeyError))

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from .layouts import (weight_mtp_layers, detect_family, draft_like_group, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
                              find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
-from .ckpt_io import INDEX, MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, write_checkpoint, write_safetensors
+from .ckpt_io import INDEX, MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, run_cli, write_checkpoint, write_safetensors
 
 # %% ../nbs/03_inspect.ipynb #dab9fb1e
 def write_header_only(path, tensors: dict, metadata: dict | None = None) -> int:
@@ -45,8 +45,10 @@ def read_quant_config(path, config: dict | None = None) -> tuple[dict | None, st
 
 def _read_json(f):
     if not f.exists(): raise FileNotFoundError(f"{f}: not found")
-    try: return json.loads(f.read_text())
+    try: d = json.loads(f.read_text())
     except json.JSONDecodeError as e: raise ValueError(f"{f}: not valid JSON ({e})") from None
+    if f.name == 'config.json' and not isinstance(d, dict): raise ValueError(f"{f}: expected a JSON object, got a {type(d).__name__}")
+    return d
 
 # %% ../nbs/03_inspect.ipynb #afe722bd
 def _target_tensors(config):
@@ -343,8 +345,7 @@ def inspect_cli(argv: list[str] | None = None) -> int:
                     "(default: the checkpoint's own draft vocabulary, else 32768)")
     a = ap.parse_args(argv)
     if a.draft_vocab is not None and a.draft_vocab < 1: ap.error(f'--draft-vocab {a.draft_vocab}: must be >= 1 rows')
-    try: r = inspect_checkpoint(a.ckpt, a.draft_vocab)
-    except (FileNotFoundError, ValueError, TypeError) as e:
-        print(f"mtp-lit inspect: error: {e}", file=sys.stderr); return 1
-    print(json.dumps(r, indent=1) if a.json else format_report(r))
-    return 0
+    def run():
+        r = inspect_checkpoint(a.ckpt, a.draft_vocab)
+        return json.dumps(r, indent=1) if a.json else format_report(r)
+    return run_cli(run, 'mtp-lit inspect', errors=(OSError, ValueError, TypeError))

@@ -207,8 +207,10 @@ def read_config(model: str | os.PathLike) -> dict:
     "The parsed `config.json` of `model` (directory or cached hub id). Raises `FileNotFoundError`/`ValueError` naming the file."
     path = resolve_model_dir(model) / 'config.json'
     if not path.exists(): raise FileNotFoundError(f"{path}: no config.json")
-    try: return json.loads(path.read_text())
+    try: cfg = json.loads(path.read_text())
     except json.JSONDecodeError as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(cfg, dict): raise ValueError(f"{path}: expected a JSON object, got a {type(cfg).__name__}")
+    return cfg
 
 def lm_holder(cfg: dict) -> dict:
     "The dict that holds the language model's fields: `text_config` of a multimodal config (Qwen3.5/3.6), else `cfg` itself."

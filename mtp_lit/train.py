@@ -345,6 +345,10 @@ def train_cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", required=True, help="checkpoint directory to write")
     a = ap.parse_args(argv)
+    out, variants = pathlib.Path(a.out), tuple(a.variants.split(","))
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):   # checked before training: its files would be left beside the new ones
+        ap.error(f"--out {a.out} exists and is not an empty directory; write the checkpoint to a new one")
+    if bad := [v for v in variants if v not in ("hard", "greedy", "soft")]: ap.error(f"--variants {','.join(bad)}: each must be hard, greedy or soft")
     chk = check_corpus()
     print(f"corpus vs manifest (Python {chk['python'][0]} -> {chk['python'][1]}): missing {len(chk['missing'])}, "
           f"extra {len(chk['extra'])}, changed {len(chk['changed'])}", flush=True)
@@ -354,7 +358,7 @@ def train_cli(argv: list[str] | None = None) -> int:
     stream = token_stream(files, tok)
     cfg = (qwen3_5_config if a.model == "dense" else qwen3_5_moe_config)(vocab_size=a.vocab_size)
     model, rep = train_recipe(cfg, stream, heldout_prompts(tok, a.eval_prompts, 32), steps=a.steps,
-                              mtp_steps=a.mtp_steps, variants=tuple(a.variants.split(",")), seed=a.seed, device=a.device, log=lambda r: print(json.dumps(r), flush=True))
+                              mtp_steps=a.mtp_steps, variants=variants, seed=a.seed, device=a.device, log=lambda r: print(json.dumps(r), flush=True))
     save_checkpoint(model, cfg, a.out, tok, extra=rep)
     print(f"wrote {a.out}: chosen {rep['chosen']}, mean acceptance length "
           f"{rep['variants'][rep['chosen']]['acceptance']['mean_acceptance_length']:.2f} (k={rep['k']})")

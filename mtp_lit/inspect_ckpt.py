@@ -127,15 +127,22 @@ def draft_step_bytes(config, draft_vocab: int = 32768) -> dict:
 # %% ../nbs/03_inspect.ipynb #0449c4a5
 def _plugin_view(p, registry_key: str) -> dict:
     """What the plugin makes of the draft of checkpoint `p` with no environment variable set: {'plan', 'options'}, or
-    {'error'} with the error it raises when it builds the draft (options, `mtp_quant_algo`, what the family cannot do)."""
+    {'error'} with the error it raises when it builds the draft (options, `mtp_quant_algo`, what the family cannot do, a draft
+    vocabulary whose ids it refuses)."""
     from mtp_lit.options import checkpoint_options, draft_quant_plan, mtp_lit_section
     from mtp_lit.plugin import check_options
     try:
         opts, mq, cfg = checkpoint_options(p, env={})
         check_options(registry_key, opts, opts.draft_vocab and 'draft_vocab_size' in (mtp_lit_section(cfg) or {}))
         plan = draft_quant_plan(opts, mq)
-        return {'plan': plan.mode, 'options': opts.describe()} | ({'scheme': plan.scheme} if plan.mode.startswith('fp8') else {})
-    except ValueError as e: return {'error': str(e)}
+        desc = opts.describe(draft_head=False)
+        if opts.draft_vocab and 'draft_vocab_size' in (mtp_lit_section(cfg) or {}):   # the ids the plugin loads, checked as it checks them
+            from mtp_lit.draft_vocab import load_draft_vocab, vocab_size
+            K, V = load_draft_vocab(p, cfg, weights=False).ids.numel(), vocab_size(cfg)
+            desc = opts.describe(draft_head=True).replace('nothing (vLLM unchanged)', '') or ''
+            desc = f"truncated draft head ({K} of {V} rows)" + (f", {desc}" if desc else '')
+        return {'plan': plan.mode, 'options': desc} | ({'scheme': plan.scheme} if plan.mode.startswith('fp8') else {})
+    except (ValueError, FileNotFoundError) as e: return {'error': str(e)}
 
 # %% ../nbs/03_inspect.ipynb #b3e1a7c4
 def vllm_draft_key(config: dict) -> tuple[str, int | None] | None:
@@ -216,8 +223,9 @@ def _describe(p, config, lay, tensors, draft_vocab) -> dict:
     qs = quant_scheme(qc); qr = remap_exclusions(qc, lay)
     gaps = [] if config_only else find_gaps(lay, qc, tensors); fixed = apply_gap_fixes(qr, gaps)
     view = _plugin_view(p, fam.registry_key)
-    stored_fp8 = view.get('plan') == 'fp8-serialized'   # mtp_lit loads the stored e4m3 linears itself, plain linears included (`plugin.swap_plain_linears`)
-    if stored_fp8: gaps = [g for g in gaps if g.kind != 'quantized_plain_linear']
+    stored_fp8 = view.get('plan') == 'fp8-serialized'   # mtp_lit loads the stored e4m3 linears itself (its own quant config, whatever the
+    # target's excludes), plain linears included (`plugin.swap_plain_linears`)
+    if stored_fp8: gaps = [g for g in gaps if g.kind not in ('quantized_plain_linear', 'quantized_but_excluded')]
     mods = []
     for m in draft_modules(lay):
         ws = [t for t in infos if t.vllm_module == m.vllm and not t.is_scale and t.role not in ('norm', 'embed')]

@@ -50,11 +50,13 @@ def token_counts(tokenizer_json_path, files, batch_size: int = 64, *, vocab_size
     with `tokenizers.Tokenizer.encode_batch(..., add_special_tokens=False)`, with a tqdm progress bar (`progress`).
     Returns int64 `[V]`, `V = vocab_size` (the model's `vocab_size` from config.json, usually padded past the
     tokenizer's) or, if None, the tokenizer's size including added tokens.
-    Raises `FileNotFoundError` for a missing tokenizer, `ValueError` for `batch_size < 1` or a token id >= `vocab_size`."""
+    Raises `FileNotFoundError` for a missing tokenizer, `ValueError` for one tokenizers cannot read, `batch_size < 1` or a token
+    id >= `vocab_size`."""
     from tokenizers import Tokenizer
     if not Path(tokenizer_json_path).is_file(): raise FileNotFoundError(f"tokenizer {str(tokenizer_json_path)!r} not found")
     if batch_size < 1: raise ValueError(f"batch_size={batch_size}: must be >= 1")
-    tok = Tokenizer.from_file(str(tokenizer_json_path))
+    try: tok = Tokenizer.from_file(str(tokenizer_json_path))
+    except Exception as e: raise ValueError(f"{tokenizer_json_path}: not a tokenizers file ({e})") from None   # tokenizers raises a bare Exception
     V = max(vocab_size or 0, tok.get_vocab_size(with_added_tokens=True))
     files, counts = list(files), torch.zeros(V, dtype=torch.int64)
     bar = None

@@ -12,7 +12,7 @@ import argparse, dataclasses, json, math, sys, time, warnings
 from collections import Counter
 from pathlib import Path
 from .layouts import (weight_mtp_layers, detect_family, draft_like_group, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
-                             find_gaps, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
+                             find_gaps, Gap, is_draft_tensor, module_quant, normalize_dtype, quant_scheme, remap_exclusions, synth_mtp_weights, tensor_nbytes, text_config)
 from .ckpt_io import INDEX, MAX_HEADER_BYTES, TensorOut, list_tensors, read_safetensors_header, run_cli, write_checkpoint, write_safetensors
 
 # %% ../nbs/03_inspect.ipynb #dab9fb1e
@@ -226,6 +226,11 @@ def _describe(p, config, lay, tensors, draft_vocab) -> dict:
     stored_fp8 = view.get('plan') == 'fp8-serialized'   # mtp_lit loads the stored e4m3 linears itself (its own quant config, whatever the
     # target's excludes), plain linears included (`plugin.swap_plain_linears`)
     if stored_fp8: gaps = [g for g in gaps if g.kind not in ('quantized_plain_linear', 'quantized_but_excluded')]
+    f8 = [t for t in infos if t.dtype == 'F8_E4M3' and not t.is_scale]
+    if f8 and qc is None and not stored_fp8 and 'error' not in view:   # e4m3 bytes that nothing announces: vLLM would build BF16 parameters
+        gaps.append(Gap('quantized_unannounced', f8[0].name, f"stored F8_E4M3 ({len(f8)} draft tensor(s)), but config.json declares no "
+                        "quantization (no quantization_config, no mtp_quant_algo): the draft would be built in BF16",
+                        'restore the config.json written with these weights (mtp-lit quantize records mtp_quant_algo there), or serve the BF16 checkpoint', f8[0].vllm_module))
     mods = []
     for m in draft_modules(lay):
         ws = [t for t in infos if t.vllm_module == m.vllm and not t.is_scale and t.role not in ('norm', 'embed')]

@@ -241,3 +241,15 @@ def test_inspect_mimo_v2_builds_one_mtp_layer(tmp_path):
     r = inspect_checkpoint(write_checkpoint(tmp_path / 'mimo2b', cfg2, _holes({**tgt, **ts2}), shards=1))
     assert (r['mtp_layers'], r['mtp_count_key'], r['mtp_layers_note']) == (1, 'from the weights', "the weights hold 2 MTP layers, but vLLM's MiMoV2MTP "
                                                                            "builds 1 MTP layer(s) (fixed in mimo_v2_mtp.py); it will not read the stored model.mtp.layers.1")
+
+
+def test_fp8_draft_under_a_config_that_announces_none(tmp_path):
+    "A converted checkpoint whose config.json was replaced by the BF16 original: its e4m3 draft is a gap, not 'unquantized'."
+    from mtp_lit.convert import quantize
+    from mtp_lit.model import checkpoint_path
+    q = quantize(checkpoint_path(), tmp_path / 'q', 'per-channel', progress=False)
+    assert [g['kind'] for g in inspect_checkpoint(q)['gaps']] == []
+    shutil.copy(checkpoint_path() / 'config.json', q / 'config.json')
+    gaps = inspect_checkpoint(q)['gaps']
+    assert [(g['kind'], g['tensor']) for g in gaps] == [('quantized_unannounced', 'mtp.fc.weight')], gaps
+    assert 'declares no quantization' in gaps[0]['detail']

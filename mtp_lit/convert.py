@@ -183,6 +183,8 @@ def fix_exclusions(qc: dict, modules: list, prefixes: list, scheme: str, block, 
 # %% ../nbs/08_convert.ipynb #611c3022
 def _read_source(src: Path) -> tuple[dict, dict, dict]:
     "`(config, tensors, shards)` of the checkpoint directory `src` a conversion reads (`list_tensors`). Raises FileNotFoundError / ValueError naming the file."
+    if not src.exists(): raise FileNotFoundError(f"{src}: no such directory")
+    if not src.is_dir(): raise ValueError(f"{src}: a file, not a checkpoint directory")
     if not (src / 'config.json').is_file(): raise FileNotFoundError(f"{src}: no config.json (not a Hugging Face checkpoint directory)")
     return read_config(src), *list_tensors(src)
 
@@ -286,9 +288,12 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     qc = cfg.get('quantization_config') or text_config(cfg).get('quantization_config')
     if already:
         wbs = (qc or {}).get('weight_block_size')
-        if scheme != 'block' or wbs is None or tuple(wbs) != block:
+        if wbs is None:
+            raise ValueError(f"{src}: {len(already)} MTP linear(s) are already FP8 (e.g. {already[0]!r}), but config.json declares no "
+                             "block-FP8 quantization_config (weight_block_size): their scale layout is unknown, so the rest cannot be matched")
+        if scheme != 'block' or tuple(wbs) != block:
             raise ValueError(f"{src}: {len(already)} MTP linear(s) are already FP8 (e.g. {already[0]!r}, weight_block_size={wbs}); "
-                             f"convert the rest with the same layout: scheme='block', block={tuple(wbs) if wbs else '?'}")
+                             f"convert the rest with the same layout: scheme='block', block={tuple(wbs)}")
         fmt = (qc or {}).get('scale_fmt') or 'float32'
         if scale_fmt != fmt:
             raise ValueError(f"{src}: {len(already)} MTP linear(s) are already FP8 with {fmt} scales (e.g. {already[0]!r}); convert "

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts', 'special_token_ids', 'frequency_order',
            'rank_draft_vocab', 'validate_draft_vocab_ids', 'd2t_offsets', 't2d_mask', 'coverage_curve', 'coverage_at',
-           'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'vocab_size',
-           'build_draft_vocab', 'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
+           'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'build_draft_vocab',
+           'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
 import json, os, warnings
@@ -281,7 +281,7 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
 
 
 # %% ../nbs/09_draft_vocab.ipynb #3891fe2e
-def vocab_size(config: dict) -> int:
+def _vocab_size(config: dict) -> int:
     "The target's vocabulary size V from a parsed config.json (`text_config` of a multimodal one). Raises ValueError naming the field."
     v = text_config(config).get('vocab_size')
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -309,7 +309,7 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     config = read_config(ckpt)
     gen = json.loads((ckpt / 'generation_config.json').read_text()) if (ckpt / 'generation_config.json').exists() else None
     tc = text_config(config)
-    V = vocab_size(config)
+    V = _vocab_size(config)
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
     names = _tensor_files(ckpt)
     ids_name, rows_name = draft_vocab_tensor_names(config, names)
@@ -356,7 +356,7 @@ def _convert_legacy(ckpt: Path, config: dict) -> dict:
                          f"{'' if not torch.is_tensor(obj) else f' {obj.dtype} {tuple(obj.shape)}'}")
     ids = obj.to(torch.int64)
     ids_name, rows_name = draft_vocab_tensor_names(config)
-    V = vocab_size(config)
+    V = _vocab_size(config)
     files = _tensor_files(ckpt)
     tensors = {}
     if rows_name in files:    # rows stored in the shards, in the order of the .pt: that order must already be ascending
@@ -394,7 +394,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
         if not (ckpt / LEGACY_IDS_FILE).exists(): return None
         config = _convert_legacy(ckpt, config); sec = mtp_lit_section(config)
     tc = text_config(config)
-    V, H = vocab_size(config), int(tc['hidden_size'])
+    V, H = _vocab_size(config), int(tc['hidden_size'])
     K = sec['draft_vocab_size']
     if isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= V:
         raise ValueError(f"config.json mtp_lit.draft_vocab_size={K!r}: expected an int in [1, vocab_size={V}]")
@@ -462,7 +462,7 @@ def draft_vocab_cli(argv: list | None = None) -> int:
     a = ap.parse_args(argv)
     def run():
         cfg = read_config(a.ckpt)
-        V = vocab_size(cfg)
+        V = _vocab_size(cfg)
         K = parse_draft_vocab_size(a.size, V)
         dst = build_draft_vocab(a.ckpt, a.corpus, K, a.out, heldout=a.heldout, pattern=a.glob, batch_size=a.batch_size,
                                 progress=not a.no_progress)

@@ -137,8 +137,8 @@ def _plugin_view(p, registry_key: str) -> dict:
         plan = draft_quant_plan(opts, mq)
         desc = opts.describe(draft_head=False)
         if opts.draft_vocab and 'draft_vocab_size' in (mtp_lit_section(cfg) or {}):   # the ids the plugin loads, checked as it checks them
-            from mtp_lit.draft_vocab import load_draft_vocab, vocab_size
-            K, V = load_draft_vocab(p, cfg, weights=False).ids.numel(), vocab_size(cfg)
+            from mtp_lit.draft_vocab import load_draft_vocab, _vocab_size
+            K, V = load_draft_vocab(p, cfg, weights=False).ids.numel(), _vocab_size(cfg)
             desc = opts.describe(draft_head=True).replace('nothing (vLLM unchanged)', '') or ''
             desc = f"truncated draft head ({K} of {V} rows)" + (f", {desc}" if desc else '')
         return {'plan': plan.mode, 'options': desc} | ({'scheme': plan.scheme} if plan.mode.startswith('fp8') else {})

@@ -6,7 +6,7 @@
 __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts', 'special_token_ids', 'frequency_order',
            'rank_draft_vocab', 'validate_draft_vocab_ids', 'd2t_offsets', 't2d_mask', 'coverage_curve', 'coverage_at',
            'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'build_draft_vocab',
-           'DraftVocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
+           'DraftVocab', 'convert_legacy_draft_vocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
 import json, os, warnings
@@ -260,10 +260,10 @@ def _read_rows(ckpt: Path, fname: str, name: str, ids: torch.Tensor) -> torch.Te
 
 
 # %% ../nbs/09_draft_vocab.ipynb #f88658f6
-def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None) -> Path:
+def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None, skip=()) -> Path:
     """Write the draft vocabulary (`tensors`, may be empty: K = V; `record` for config.json's `mtp_lit` section) into a
     variant of checkpoint `ckpt` with `ckpt_io.write_variant` (see above): at `out` (must not exist), or over `ckpt`
-    itself when `out` is None. Returns the destination. Raises `FileExistsError` for an existing `out`, `ValueError` for a
+    itself when `out` is None; the files named in `skip` are left out. Returns the destination. Raises `FileExistsError` for an existing `out`, `ValueError` for a
     tensor dtype outside `_ST_DTYPES`, `OSError(ENOSPC)` (needed vs free bytes) before writing anything."""
     ckpt = Path(ckpt).resolve()
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
@@ -276,7 +276,7 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
     if index is not None:
         wm = {k: v for k, v in index['weight_map'].items() if v != DRAFT_VOCAB_FILE}
         plan.text[INDEX] = json_text({**index, 'weight_map': {**wm, **{k: DRAFT_VOCAB_FILE for k in tensors}}})
-    plan_rest(ckpt, plan, skip={DRAFT_VOCAB_FILE})             # K = V: a stale draft vocab file is dropped
+    plan_rest(ckpt, plan, skip={DRAFT_VOCAB_FILE, *skip})             # K = V: a stale draft vocab file is dropped
     return write_variant(ckpt, ckpt if out is None else out, plan, in_place=out is None, hidden=True)
 
 
@@ -345,9 +345,16 @@ class DraftVocab(NamedTuple):
     ids: torch.Tensor
     rows_name: str
 
-def _convert_legacy(ckpt: Path, config: dict) -> dict:
-    "Convert `mtp_draft_vocab_ids.pt` (weights_only) to draft_vocab.safetensors + config record; returns the new config."
-    src = ckpt / LEGACY_IDS_FILE
+def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
+    """Convert a legacy draft vocabulary (`mtp_draft_vocab_ids.pt`) of checkpoint `ckpt` to `draft_vocab.safetensors` and
+    config.json's record, in `ckpt` or in a new variant at `out`; the `.pt` is left out of the result. Returns the
+    directory written. Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything but a 1-D tensor
+    of ids, ids out of range or duplicated, a draft vocabulary already recorded)."""
+    ckpt = Path(ckpt); src = ckpt / LEGACY_IDS_FILE
+    if not src.is_file(): raise FileNotFoundError(f"{src} not found: no legacy draft vocabulary to convert")
+    config = read_config(ckpt)
+    if 'draft_vocab_size' in (mtp_lit_section(config) or {}):
+        raise ValueError(f"{ckpt}: config.json already records a draft vocabulary (mtp_lit.draft_vocab_size); {src.name} is not needed")
     try: obj = torch.load(src, map_location='cpu', weights_only=True)
     except Exception as e: raise ValueError(f"{src}: not a weights-only tensor file ({type(e).__name__}: {str(e)[:200]})") from None
     if isinstance(obj, (list, tuple)) and all(isinstance(i, int) for i in obj): obj = torch.tensor(obj, dtype=torch.int64)
@@ -358,19 +365,15 @@ def _convert_legacy(ckpt: Path, config: dict) -> dict:
     ids_name, rows_name = draft_vocab_tensor_names(config)
     V = _vocab_size(config)
     files = _tensor_files(ckpt)
-    tensors = {}
     if rows_name in files:    # rows stored in the shards, in the order of the .pt: that order must already be ascending
-        validate_draft_vocab_ids(ids, V, f"{src.name}")
-        tensors[ids_name] = ids
+        tensors = {ids_name: validate_draft_vocab_ids(ids, V, src.name)}
     else:
-        ids = validate_draft_vocab_ids(torch.sort(ids).values, V, f"{src.name}")
+        ids = validate_draft_vocab_ids(torch.sort(ids).values, V, src.name)
         head_name, head_file = lm_head_tensor(ckpt, config)
         tensors = {ids_name: ids, rows_name: _read_rows(ckpt, head_file, head_name, ids)}
     record = dict(draft_vocab_size=int(ids.numel()), draft_vocab_coverage=None, draft_vocab_file=DRAFT_VOCAB_FILE,
                   draft_vocab_corpus=f"converted from {LEGACY_IDS_FILE}")
-    _write_variant(ckpt, config, tensors, record)
-    warnings.warn(f"{src}: converted to {DRAFT_VOCAB_FILE} (config.json mtp_lit.draft_vocab_*); the .pt is no longer read")
-    return read_config(ckpt)
+    return _write_variant(ckpt, config, tensors, record, out, skip={LEGACY_IDS_FILE})
 
 def _sample_rows(K: int, n: int) -> list:
     return list(range(K)) if K <= n else sorted(set(torch.linspace(0, K - 1, n, dtype=torch.float64).round().long().tolist()))
@@ -380,19 +383,21 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     full head, no scatter). `config`: the parsed config.json (read from `ckpt_dir` if None).
 
     Returns `DraftVocab(ids, rows_name)`: ids int64 `[K]` sorted; `rows_name` the tensor holding the `[K, hidden_size]`
-    head rows (in `draft_vocab.safetensors`, or in the shards for a converted legacy checkpoint). Converts a legacy
-    `mtp_draft_vocab_ids.pt` on first use (see above; written like `build_draft_vocab`, atomically). Raises
+    head rows (in `draft_vocab.safetensors`, or in the shards for a converted legacy checkpoint). Raises
     `FileNotFoundError` for a missing draft vocab file or shard and `ValueError`, naming the file and tensor, for a
     truncated or corrupt file, for ids out of range / duplicated / unsorted / not int64, a K mismatch
-    between config.json, the ids and the rows, rows of the wrong width or dtype, or rows that differ from the LM head's
+    between config.json, the ids and the rows, rows of the wrong width or dtype, an unconverted legacy `.pt`, or rows that differ from the LM head's
     rows at those ids (`check_rows` rows compared, all if K <= check_rows). `weights=False` (vLLM's `--load-format dummy`: no
     weights are read) checks the ids alone."""
     ckpt = Path(ckpt_dir)
     if config is None: config = read_config(ckpt)
     sec = mtp_lit_section(config) or {}
     if 'draft_vocab_size' not in sec:
-        if not (ckpt / LEGACY_IDS_FILE).exists(): return None
-        config = _convert_legacy(ckpt, config); sec = mtp_lit_section(config)
+        if (ckpt / LEGACY_IDS_FILE).exists():
+            raise ValueError(f"{ckpt / LEGACY_IDS_FILE}: a legacy draft vocabulary (token ids in a torch pickle), which is not read "
+                             f"when the draft loads; convert it once with `mtp-lit draft-vocab {ckpt} --convert-legacy`, "
+                             "or serve the full head with MTP_DRAFT_VOCAB=0")
+        return None
     tc = text_config(config)
     V, H = _vocab_size(config), int(tc['hidden_size'])
     K = sec['draft_vocab_size']
@@ -452,15 +457,21 @@ def draft_vocab_cli(argv: list | None = None) -> int:
     ap = argparse.ArgumentParser(prog='mtp-lit draft-vocab', description='Build a vocab-truncated draft head (top-K token ids by '
                                  'corpus frequency, special tokens always kept) into a checkpoint, or a variant with --out.')
     ap.add_argument('ckpt', help='checkpoint directory (config.json, tokenizer.json, *.safetensors)')
-    ap.add_argument('--corpus', nargs='+', required=True, help='text files or directories to count tokens on')
-    ap.add_argument('--size', required=True, help='draft vocab size K: a number of tokens, or V, V/2, V/4, ...')
+    ap.add_argument('--corpus', nargs='+', help='text files or directories to count tokens on')
+    ap.add_argument('--size', help='draft vocab size K: a number of tokens, or V, V/2, V/4, ...')
+    ap.add_argument('--convert-legacy', action='store_true', help=f'convert the legacy {LEGACY_IDS_FILE} of CKPT (no corpus)')
     ap.add_argument('--out', help='write a variant checkpoint here instead of modifying CKPT')
     ap.add_argument('--heldout', nargs='+', help='files/directories to measure coverage on (default: the corpus itself)')
     ap.add_argument('--glob', default='**/*', help="file pattern inside corpus directories (default '**/*')")
     ap.add_argument('--batch-size', type=int, default=64, help='files per tokenizer batch')
     ap.add_argument('--no-progress', action='store_true', help='no progress bar')
     a = ap.parse_args(argv)
+    if a.convert_legacy and (a.corpus or a.size): ap.error('--convert-legacy takes no --corpus or --size')
+    if not a.convert_legacy and not (a.corpus and a.size): ap.error('--corpus and --size are required (or --convert-legacy)')
     def run():
+        if a.convert_legacy:
+            dst = convert_legacy_draft_vocab(a.ckpt, a.out); dv = load_draft_vocab(dst)
+            return f"{dst}: draft vocab K={dv.ids.numel()} converted from {LEGACY_IDS_FILE} to {DRAFT_VOCAB_FILE}"
         cfg = read_config(a.ckpt)
         V = _vocab_size(cfg)
         K = parse_draft_vocab_size(a.size, V)

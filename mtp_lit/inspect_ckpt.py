@@ -133,11 +133,12 @@ def _plugin_view(p, registry_key: str) -> dict:
     from mtp_lit.plugin import check_options
     try:
         opts, mq, cfg = checkpoint_options(p, env={})
-        check_options(registry_key, opts, opts.draft_vocab and 'draft_vocab_size' in (mtp_lit_section(cfg) or {}))
+        from mtp_lit.draft_vocab import load_draft_vocab, _vocab_size, LEGACY_IDS_FILE
+        dv = opts.draft_vocab and ('draft_vocab_size' in (mtp_lit_section(cfg) or {}) or (Path(p) / LEGACY_IDS_FILE).exists())
+        check_options(registry_key, opts, dv)
         plan = draft_quant_plan(opts, mq)
         desc = opts.describe(draft_head=False)
-        if opts.draft_vocab and 'draft_vocab_size' in (mtp_lit_section(cfg) or {}):   # the ids the plugin loads, checked as it checks them
-            from mtp_lit.draft_vocab import load_draft_vocab, _vocab_size
+        if dv:   # the ids the plugin loads, checked as it checks them (an unconverted legacy .pt: its error)
             K, V = load_draft_vocab(p, cfg, weights=False).ids.numel(), _vocab_size(cfg)
             desc = opts.describe(draft_head=True).replace('nothing (vLLM unchanged)', '') or ''
             desc = f"truncated draft head ({K} of {V} rows)" + (f", {desc}" if desc else '')

@@ -300,8 +300,7 @@ def _load_draft_vocab(b: 'DraftBuild'):
     has one, K < V, and `MTP_DRAFT_VOCAB` is not 0; else None. Records the draft vocabulary's tensor names in
     `b.vocab_names` so that loading skips them even when the head is off."""
     if not b.model_dir or not b.config: return None
-    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names
-    from mtp_lit.draft_vocab import LEGACY_IDS_FILE
+    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names, LEGACY_IDS_FILE
     sec = mtp_lit_section(b.config) or {}
     legacy = (Path(b.model_dir) / LEGACY_IDS_FILE).exists()
     if 'draft_vocab_size' not in sec and not legacy: return None
@@ -311,9 +310,7 @@ def _load_draft_vocab(b: 'DraftBuild'):
         check_options(b.key, b.opts, True)   # names why this class has no truncated head
         raise
     if not b.opts.draft_vocab: return None
-    dv = load_draft_vocab(b.model_dir, b.config if not legacy else None, weights=b.load_format != 'dummy')   # a legacy .pt is converted (weights_only) on first use
-    if legacy: b.config = json.loads((Path(b.model_dir) / 'config.json').read_text())
-    return dv
+    return load_draft_vocab(b.model_dir, b.config, weights=b.load_format != 'dummy')   # an unconverted legacy .pt: an error naming the conversion
 
 # %% ../nbs/06_plugin.ipynb #7b7634c3
 def draft_tensors(model_dir, config: dict) -> dict:

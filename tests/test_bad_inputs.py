@@ -27,7 +27,7 @@ import generic_drafts as gd  # noqa: E402
 
 from mtp_lit.ckpt_io import list_tensors, read_safetensors_header
 from mtp_lit.convert import quantize, tiny_mtp_checkpoint
-from mtp_lit.draft_vocab import DRAFT_VOCAB_FILE, LEGACY_IDS_FILE, build_draft_vocab, load_draft_vocab
+from mtp_lit.draft_vocab import DRAFT_VOCAB_FILE, LEGACY_IDS_FILE, build_draft_vocab, convert_legacy_draft_vocab, load_draft_vocab
 from mtp_lit.inspect_ckpt import inspect_checkpoint
 from mtp_lit.layouts import detect_family, draft_layout, remap_exclusions
 from mtp_lit.model import checkpoint_path
@@ -335,8 +335,10 @@ def test_legacy_pt_with_a_pickled_object_is_refused(root):
     d = copy_ckpt(TINY, root / 'evil'); marker = root / 'evil-ran'
     torch.save(_Evil(str(marker)), d / LEGACY_IDS_FILE)
     before = (d / 'config.json').read_bytes()
+    with pytest.raises(ValueError, match=re.escape(str(d / LEGACY_IDS_FILE)) + r": a legacy draft vocabulary .* --convert-legacy"):
+        load_draft_vocab(d)                                     # loading never unpickles
     with pytest.raises(ValueError, match=re.escape(str(d / LEGACY_IDS_FILE)) + r": not a weights-only tensor file \(UnpicklingError"):
-        load_draft_vocab(d)
+        convert_legacy_draft_vocab(d)
     assert not marker.exists()                                  # the payload never ran
     assert (d / 'config.json').read_bytes() == before and not (d / DRAFT_VOCAB_FILE).exists()
 
@@ -361,6 +363,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'dv-duplicate':      ('dv-dup', {}, 3),
     'dv-truncated':      ('dv-trunc', {}, 3),
     'legacy-pt':         ('legacy', {}, 3),
+    'legacy-converted':  ('legacy-converted', {}, 3),
     'mtp2-k3':           ('mtp2', {}, 3),
     'mtp2-k2+fp8':       ('mtp2', {'MTP_FP8': '1'}, 2),
     'pp2+fp8':           ('tiny', {'MTP_FP8': '1'}, 3, {'pipeline_parallel_size': 2}),
@@ -410,6 +413,7 @@ def loads(root, fp8, dv, corpus):
     ids = load_draft_vocab(dv).ids
     edit_tensors(lg, lambda sd: sd.update({'mtp.draft_lm_head.weight': sd['lm_head.weight'][ids].contiguous()}))
     torch.save(ids, lg / LEGACY_IDS_FILE)
+    b['legacy-converted'] = convert_legacy_draft_vocab(lg, L / 'legacy-converted')
     return load_drafts({n: (b[c[0]], *c[1:]) for n, c in CASES.items()}, L / 'work')
 
 
@@ -513,7 +517,10 @@ def test_load_bad_draft_vocab(loads):
 
 @pytest.mark.vllm
 def test_load_legacy_draft_vocab(loads):
-    r = loads['legacy-pt']
+    "A legacy .pt is not unpickled at load time: the error names the conversion; once converted, its head loads."
+    e = _err(loads, 'legacy-pt')
+    assert e.startswith('ValueError: ') and f'{LEGACY_IDS_FILE}: a legacy draft vocabulary' in e and '--convert-legacy' in e, e
+    r = loads['legacy-converted']
     assert r['loaded'] and any('draft head of 1024 rows' in l for l in r['log']), r
 
 

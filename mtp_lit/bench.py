@@ -525,7 +525,7 @@ def bench_cli(argv=None):
     ap = argparse.ArgumentParser(prog='mtp-lit bench', description=bench_cli.__doc__.split('\n')[0])
     ap.add_argument('--models', default='Qwen3.5-27B,Qwen3.5-35B-A3B', help='comma-separated keys of mtp_lit/data/shapes.json')
     ap.add_argument('--M', default='1,4,16,64', help='tokens per draft step (comma-separated)')
-    ap.add_argument('--variants', default=','.join(VARIANTS))
+    ap.add_argument('--variants', default=','.join(VARIANTS), help=f"comma-separated, of {','.join(VARIANTS)}")
     ap.add_argument('--heads', default='full,40960', help="'full' and/or truncated draft-head row counts (--smoke divides them by 64, as the vocabulary)")
     ap.add_argument('--ctx', type=int, default=0, help='cached tokens per sequence the draft attention reads')
     ap.add_argument('--out', default='bench_out', help='folder for bench.json, bench.png, speedup.png')
@@ -534,6 +534,15 @@ def bench_cli(argv=None):
     ap.add_argument('--tune', default=None, choices=['coarse', 'fine', 'step'], help="tune fp8_linear on this GPU first and use that table ('step': the draft step's linears, M 1/4/16)")
     ap.add_argument('--smoke', action='store_true', help='CPU run at tiny shapes: checks the pipeline, times nothing real')
     a = ap.parse_args(argv)
+    def counts(s, what, allow=()):   # comma-separated positive ints (or a word of `allow`); a usage error names the option
+        try: v = [x if x in allow else int(x) for x in s.split(',')]
+        except ValueError: v = []
+        if not v or any(x not in allow and x < 1 for x in v):
+            ap.error(f"--{what} {s!r}: expected positive integers{' or ' + '/'.join(allow) if allow else ''}, comma-separated")
+        return v
+    Ms, heads = counts(a.M, 'M'), counts(a.heads, 'heads', ('full',))
+    if bad := [v for v in a.variants.split(',') if v not in VARIANTS]: ap.error(f"--variants: unknown {bad}; known: {','.join(VARIANTS)}")
+    if a.ctx < 0: ap.error(f'--ctx {a.ctx}: must be >= 0 cached tokens')
     if not a.smoke and not torch.cuda.is_available():
         print('mtp-lit bench: no CUDA GPU here; the draft-step benchmark needs one (use --smoke for a CPU run of the pipeline).',
               file=sys.stderr)
@@ -543,8 +552,7 @@ def bench_cli(argv=None):
     models = a.models.split(',')
     for m in models:
         if m not in shapes: print(f'mtp-lit bench: unknown model {m!r}; known: {sorted(shapes)}', file=sys.stderr); return 2
-    heads = [h if h == 'full' else int(h) // (64 if a.smoke else 1) for h in a.heads.split(',')]
-    Ms = [int(m) for m in a.M.split(',')]
+    heads = [h if h == 'full' else max(1, h // (64 if a.smoke else 1)) for h in heads]
     table = None
     if a.table: table = tuned_table(a.table)
     if a.tune and not a.smoke:

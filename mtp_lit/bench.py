@@ -539,7 +539,7 @@ def bench_cli(argv=None):
         except ValueError: v = []
         if not v or any(x not in allow and x < 1 for x in v):
             ap.error(f"--{what} {s!r}: expected positive integers{' or ' + '/'.join(allow) if allow else ''}, comma-separated")
-        return v
+        return list(dict.fromkeys(v))
     Ms, heads = counts(a.M, 'M'), counts(a.heads, 'heads', ('full',))
     if bad := [v for v in a.variants.split(',') if v not in VARIANTS]: ap.error(f"--variants: unknown {bad}; known: {','.join(VARIANTS)}")
     if a.ctx < 0: ap.error(f'--ctx {a.ctx}: must be >= 0 cached tokens')
@@ -566,7 +566,9 @@ def bench_cli(argv=None):
         t = tune_fp8_linear(sh, t_Ms, level=a.tune, candidates=cand)
         (out / f'{a.tag}fp8_linear_tuned.json').write_text(json.dumps(t, indent=1))
         table = {k: KernelConfig(**v) for k, v in t['configs'].items()}
-    res = bench(models, Ms, a.variants.split(','), heads, a.ctx, table=table, shapes=shapes, device='cpu' if a.smoke else 'cuda')
+    res = bench(models, Ms, list(dict.fromkeys(a.variants.split(','))), heads, a.ctx, table=table, shapes=shapes,
+                device='cpu' if a.smoke else 'cuda')
+    if not res['rows']: print('mtp-lit bench: every run failed (the FAILED lines above say why); nothing written', file=sys.stderr); return 1
     (out / f'{a.tag}bench.json').write_text(json.dumps(res, indent=1))
     plot_bench(res, out / f'{a.tag}bench.png')
     if 'Qwen3.5-27B' in models:

@@ -348,16 +348,19 @@ class DraftVocab(NamedTuple):
 def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     """Convert a legacy draft vocabulary (`mtp_draft_vocab_ids.pt`) of checkpoint `ckpt` to `draft_vocab.safetensors` and
     config.json's record, in `ckpt` or in a new variant at `out`; the `.pt` is left out of the result. Returns the
-    directory written. Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything but a 1-D tensor
-    of ids, ids out of range or duplicated, a draft vocabulary already recorded)."""
+    directory written. Head rows already in the shards are checked against the LM head first (all of them); all V ids
+    write the full-head record (no tensors). Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything
+    but a 1-D tensor of ids, ids out of range or duplicated, stored rows that are not the LM head's at those ids, a draft
+    vocabulary already recorded)."""
     ckpt = Path(ckpt); src = ckpt / LEGACY_IDS_FILE
-    if not src.is_file(): raise FileNotFoundError(f"{src} not found: no legacy draft vocabulary to convert")
+    if not src.exists(): raise FileNotFoundError(f"{src} not found: no legacy draft vocabulary to convert")
+    if not src.is_file(): raise ValueError(f"{src}: not a file")
     config = read_config(ckpt)
     if 'draft_vocab_size' in (mtp_lit_section(config) or {}):
         raise ValueError(f"{ckpt}: config.json already records a draft vocabulary (mtp_lit.draft_vocab_size); {src.name} is not needed")
     try: obj = torch.load(src, map_location='cpu', weights_only=True)
     except Exception as e: raise ValueError(f"{src}: not a weights-only tensor file ({type(e).__name__}: {str(e)[:200]})") from None
-    if isinstance(obj, (list, tuple)) and all(isinstance(i, int) for i in obj): obj = torch.tensor(obj, dtype=torch.int64)
+    if isinstance(obj, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in obj): obj = torch.tensor(obj, dtype=torch.int64)
     if not torch.is_tensor(obj) or obj.dim() != 1 or obj.dtype.is_floating_point or obj.dtype == torch.bool:
         raise ValueError(f"{src}: expected a 1-D integer tensor of token ids, got {type(obj).__name__}"
                          f"{'' if not torch.is_tensor(obj) else f' {obj.dtype} {tuple(obj.shape)}'}")
@@ -366,17 +369,38 @@ def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     V = _vocab_size(config)
     files = _tensor_files(ckpt)
     if rows_name in files:    # rows stored in the shards, in the order of the .pt: that order must already be ascending
-        tensors = {ids_name: validate_draft_vocab_ids(ids, V, src.name)}
+        validate_draft_vocab_ids(ids, V, f"{src} (its rows {rows_name} are stored in this order)")
+        _check_rows(ckpt, config, ids, files[rows_name], rows_name, str(src), check_rows=ids.numel())
+        tensors = {ids_name: ids}
     else:
-        ids = validate_draft_vocab_ids(torch.sort(ids).values, V, src.name)
+        ids = validate_draft_vocab_ids(torch.sort(ids).values, V, str(src))
         head_name, head_file = lm_head_tensor(ckpt, config)
-        tensors = {ids_name: ids, rows_name: _read_rows(ckpt, head_file, head_name, ids)}
-    record = dict(draft_vocab_size=int(ids.numel()), draft_vocab_coverage=None, draft_vocab_file=DRAFT_VOCAB_FILE,
+        tensors = {ids_name: ids, rows_name: _read_rows(ckpt, head_file, head_name, ids)} if ids.numel() < V else {}
+    record = dict(draft_vocab_size=int(ids.numel()), draft_vocab_coverage=None, draft_vocab_file=DRAFT_VOCAB_FILE if tensors else None,
                   draft_vocab_corpus=f"converted from {LEGACY_IDS_FILE}")
     return _write_variant(ckpt, config, tensors, record, out, skip={LEGACY_IDS_FILE})
 
 def _sample_rows(K: int, n: int) -> list:
     return list(range(K)) if K <= n else sorted(set(torch.linspace(0, K - 1, n, dtype=torch.float64).round().long().tolist()))
+
+def _check_rows(ckpt: Path, config: dict, ids, rows_file: str, rows_name: str, ids_where: str, check_rows: int = 256):
+    "Check the stored head rows `rows_file:rows_name` against the LM head at `ids` (count, width, dtype, values); `ValueError` naming both."
+    K, H = ids.numel(), int(text_config(config)['hidden_size'])
+    head_name, head_file = lm_head_tensor(ckpt, config)
+    with _st_open(ckpt / rows_file) as fr, _st_open(ckpt / head_file) as fh:
+        rows, head = fr.get_slice(rows_name), fh.get_slice(head_name)
+        rshape, hshape = tuple(rows.get_shape()), tuple(head.get_shape())
+        if rshape[0] != K:
+            raise ValueError(f"K mismatch: {rows_file}:{rows_name} has {rshape[0]} rows, {ids_where} has {K} ids")
+        if len(rshape) != 2 or rshape[1] != H or hshape[1:] != rshape[1:]:
+            raise ValueError(f"{rows_file}:{rows_name}: shape {list(rshape)}, expected [{K}, {H}] like {head_name} {list(hshape)}")
+        if rows.get_dtype() != head.get_dtype():
+            raise ValueError(f"{rows_file}:{rows_name}: dtype {rows.get_dtype()} differs from {head_file}:{head_name} {head.get_dtype()}")
+        for i in _sample_rows(K, check_rows):
+            t = int(ids[i])
+            if not torch.equal(rows[i:i + 1], head[t:t + 1]):
+                raise ValueError(f"{rows_file}:{rows_name} row {i} differs from {head_file}:{head_name} row {t} (= ids[{i}]): "
+                                 f"the draft head does not match this checkpoint's LM head")
 
 def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 256, weights: bool = True) -> DraftVocab | None:
     """The checkpoint's draft vocabulary, validated, or None (none stored, or `draft_vocab_size == vocab_size`: use the
@@ -422,22 +446,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     files = _tensor_files(ckpt)
     rows_file = fname if rows_name in keys else files.get(rows_name)
     if rows_file is None: raise ValueError(f"{ckpt}: no draft head rows {rows_name!r} for the {K} ids of {fname}")
-    head_name, head_file = lm_head_tensor(ckpt, config)
-    with _st_open(ckpt / rows_file) as fr, _st_open(ckpt / head_file) as fh:
-        rows, head = fr.get_slice(rows_name), fh.get_slice(head_name)
-        rshape, hshape = tuple(rows.get_shape()), tuple(head.get_shape())
-        if rshape[0] != K:
-            raise ValueError(f"K mismatch: {rows_file}:{rows_name} has {rshape[0]} rows, {fname}:{ids_name} has {K} ids "
-                             f"(config.json draft_vocab_size={K})")
-        if len(rshape) != 2 or rshape[1] != H or hshape[1:] != rshape[1:]:
-            raise ValueError(f"{rows_file}:{rows_name}: shape {list(rshape)}, expected [{K}, {H}] like {head_name} {list(hshape)}")
-        if rows.get_dtype() != head.get_dtype():
-            raise ValueError(f"{rows_file}:{rows_name}: dtype {rows.get_dtype()} differs from {head_file}:{head_name} {head.get_dtype()}")
-        for i in _sample_rows(K, check_rows):
-            t = int(ids[i])
-            if not torch.equal(rows[i:i + 1], head[t:t + 1]):
-                raise ValueError(f"{rows_file}:{rows_name} row {i} differs from {head_file}:{head_name} row {t} (= ids[{i}]): "
-                                 f"the draft head does not match this checkpoint's LM head")
+    _check_rows(ckpt, config, ids, rows_file, rows_name, f"{fname}:{ids_name}", check_rows)
     return DraftVocab(ids, rows_name)
 
 # %% ../nbs/09_draft_vocab.ipynb #87eddd94
@@ -466,12 +475,14 @@ def draft_vocab_cli(argv: list | None = None) -> int:
     ap.add_argument('--batch-size', type=int, default=64, help='files per tokenizer batch')
     ap.add_argument('--no-progress', action='store_true', help='no progress bar')
     a = ap.parse_args(argv)
-    if a.convert_legacy and (a.corpus or a.size): ap.error('--convert-legacy takes no --corpus or --size')
-    if not a.convert_legacy and not (a.corpus and a.size): ap.error('--corpus and --size are required (or --convert-legacy)')
+    counting = [o for o, v in (('--corpus', a.corpus), ('--size', a.size), ('--heldout', a.heldout)) if v is not None]
+    if a.convert_legacy and counting: ap.error(f"--convert-legacy counts no corpus: drop {' '.join(counting)}")
+    if not a.convert_legacy and (a.corpus is None or a.size is None): ap.error('--corpus and --size are required (or --convert-legacy)')
     def run():
         if a.convert_legacy:
             dst = convert_legacy_draft_vocab(a.ckpt, a.out); dv = load_draft_vocab(dst)
-            return f"{dst}: draft vocab K={dv.ids.numel()} converted from {LEGACY_IDS_FILE} to {DRAFT_VOCAB_FILE}"
+            return (f"{dst}: draft vocab K={dv.ids.numel()} converted from {LEGACY_IDS_FILE} to {DRAFT_VOCAB_FILE}" if dv else
+                    f"{dst}: {LEGACY_IDS_FILE} held every token id: recorded as the full head (K = V)")
         cfg = read_config(a.ckpt)
         V = _vocab_size(cfg)
         K = parse_draft_vocab_size(a.size, V)

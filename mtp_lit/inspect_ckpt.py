@@ -138,8 +138,8 @@ def _plugin_view(p, registry_key: str) -> dict:
         check_options(registry_key, opts, dv)
         plan = draft_quant_plan(opts, mq)
         desc = opts.describe(draft_head=False)
-        if dv:   # the ids the plugin loads, checked as it checks them (an unconverted legacy .pt: its error)
-            K, V = load_draft_vocab(p, cfg, weights=False).ids.numel(), _vocab_size(cfg)
+        if dv and (d := load_draft_vocab(p, cfg, weights=False)):   # the ids the plugin loads, checked as it checks them (an unconverted legacy .pt: its error; K = V: None)
+            K, V = d.ids.numel(), _vocab_size(cfg)
             desc = opts.describe(draft_head=True).replace('nothing (vLLM unchanged)', '') or ''
             desc = f"truncated draft head ({K} of {V} rows)" + (f", {desc}" if desc else '')
         return {'plan': plan.mode, 'options': desc} | ({'scheme': plan.scheme} if plan.mode.startswith('fp8') else {})

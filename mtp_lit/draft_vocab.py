@@ -17,7 +17,7 @@ from safetensors import safe_open
 from .layouts import detect_family, draft_like_group, text_config
 from .options import mtp_lit_section, with_mtp_lit_section, read_config
 from .inspect_ckpt import draft_read_bytes
-from .ckpt_io import (INDEX, VariantPlan, json_text, list_tensors, plan_rest, read_index, run_cli, st_order, tensor_entry,
+from .ckpt_io import (INDEX, VariantPlan, json_text, list_tensors, plan_rest, raw_entry, read_index, run_cli, st_order, tensor_entry,
                              write_variant)
 
 # %% ../nbs/09_draft_vocab.ipynb #21fcff8f
@@ -260,25 +260,33 @@ def _read_rows(ckpt: Path, fname: str, name: str, ids: torch.Tensor) -> torch.Te
 
 
 # %% ../nbs/09_draft_vocab.ipynb #f88658f6
-def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None, skip=()) -> Path:
+def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None, skip=(), moved=()) -> Path:
     """Write the draft vocabulary (`tensors`, may be empty: K = V; `record` for config.json's `mtp_lit` section) into a
     variant of checkpoint `ckpt` with `ckpt_io.write_variant` (see above): at `out` (must not exist), or over `ckpt`
-    itself when `out` is None; the files named in `skip` are left out. Returns the destination. Raises `FileExistsError` for an existing `out`, `ValueError` for a
-    tensor dtype outside `_ST_DTYPES`, `OSError(ENOSPC)` (needed vs free bytes) before writing anything."""
+    itself when `out` is None; the files named in `skip` are left out. `moved`: names of tensors in the checkpoint's
+    shards that go, bit for bit, into the draft vocab file too (their shards are rewritten without them). Returns the
+    destination. Raises `FileExistsError` for an existing `out`, `ValueError` for a tensor dtype outside `_ST_DTYPES`,
+    `OSError(ENOSPC)` (needed vs free bytes) before writing anything."""
     ckpt = Path(ckpt).resolve()
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
     for n, t in tensors.items():
         if t.dtype not in _ST_DTYPES: raise ValueError(f"{DRAFT_VOCAB_FILE}: tensor {n!r} has dtype {t.dtype}; expected one of {list(_ST_DTYPES)}")
-    plan = VariantPlan(text={'config.json': json_text(with_mtp_lit_section(config, **record))})
-    if tensors: plan.shards[DRAFT_VOCAB_FILE] = (st_order([tensor_entry(n, t) for n, t in tensors.items()]),
-                                                 {'format': 'pt', 'producer': 'mtp_lit.draft_vocab'})
+    plan, skip = VariantPlan(text={'config.json': json_text(with_mtp_lit_section(config, **record))}), {DRAFT_VOCAB_FILE, *skip}
+    entries = [tensor_entry(n, t) for n, t in tensors.items()]
+    if moved:
+        have, shards = list_tensors(ckpt)
+        entries += [raw_entry(ckpt, shards, have[n][0], n, have[n][1]) for n in moved]
+        for fn in {have[n][0] for n in moved}:
+            keep = [raw_entry(ckpt, shards, fn, n, info) for n, (f, info) in have.items() if f == fn and n not in moved]
+            if keep: plan.shards[fn] = (st_order(keep), shards[fn][1])
+            else: skip.add(fn)                                # a shard that held nothing else
+    if entries: plan.shards[DRAFT_VOCAB_FILE] = (st_order(entries), {'format': 'pt', 'producer': 'mtp_lit.draft_vocab'})
     index = read_index(ckpt)
     if index is not None:
         wm = {k: v for k, v in index['weight_map'].items() if v != DRAFT_VOCAB_FILE}
-        plan.text[INDEX] = json_text({**index, 'weight_map': {**wm, **{k: DRAFT_VOCAB_FILE for k in tensors}}})
-    plan_rest(ckpt, plan, skip={DRAFT_VOCAB_FILE, *skip})             # K = V: a stale draft vocab file is dropped
+        plan.text[INDEX] = json_text({**index, 'weight_map': {**wm, **{k: DRAFT_VOCAB_FILE for k in [*tensors, *moved]}}})
+    plan_rest(ckpt, plan, skip=skip)             # K = V: a stale draft vocab file is dropped
     return write_variant(ckpt, ckpt if out is None else out, plan, in_place=out is None, hidden=True)
-
 
 # %% ../nbs/09_draft_vocab.ipynb #3891fe2e
 def _vocab_size(config: dict) -> int:
@@ -348,8 +356,8 @@ class DraftVocab(NamedTuple):
 def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     """Convert a legacy draft vocabulary (`mtp_draft_vocab_ids.pt`) of checkpoint `ckpt` to `draft_vocab.safetensors` and
     config.json's record, in `ckpt` or in a new variant at `out`; the `.pt` is left out of the result. Returns the
-    directory written. Head rows already in the shards are checked against the LM head first (all of them); all V ids
-    write the full-head record (no tensors). Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything
+    directory written. Head rows already in the shards are checked against the LM head first (all of them) and moved into
+    `draft_vocab.safetensors`, the layout `build_draft_vocab` writes; all V ids write the full-head record (no tensors). Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything
     but a 1-D tensor of ids, ids out of range or duplicated, stored rows that are not the LM head's at those ids, a draft
     vocabulary already recorded)."""
     ckpt = Path(ckpt); src = ckpt / LEGACY_IDS_FILE
@@ -371,14 +379,14 @@ def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     if rows_name in files:    # rows stored in the shards, in the order of the .pt: that order must already be ascending
         validate_draft_vocab_ids(ids, V, f"{src} (its rows {rows_name} are stored in this order)")
         _check_rows(ckpt, config, ids, files[rows_name], rows_name, str(src), check_rows=ids.numel())
-        tensors = {ids_name: ids}
+        tensors, moved = {ids_name: ids}, (rows_name,)                 # the rows move into the draft vocab file: the layout build_draft_vocab writes
     else:
         ids = validate_draft_vocab_ids(torch.sort(ids).values, V, str(src))
         head_name, head_file = lm_head_tensor(ckpt, config)
-        tensors = {ids_name: ids, rows_name: _read_rows(ckpt, head_file, head_name, ids)} if ids.numel() < V else {}
+        tensors, moved = {ids_name: ids, rows_name: _read_rows(ckpt, head_file, head_name, ids)} if ids.numel() < V else {}, ()
     record = dict(draft_vocab_size=int(ids.numel()), draft_vocab_coverage=None, draft_vocab_file=DRAFT_VOCAB_FILE if tensors else None,
                   draft_vocab_corpus=f"converted from {LEGACY_IDS_FILE}")
-    return _write_variant(ckpt, config, tensors, record, out, skip={LEGACY_IDS_FILE})
+    return _write_variant(ckpt, config, tensors, record, out, skip={LEGACY_IDS_FILE}, moved=moved)
 
 def _sample_rows(K: int, n: int) -> list:
     return list(range(K)) if K <= n else sorted(set(torch.linspace(0, K - 1, n, dtype=torch.float64).round().long().tolist()))

@@ -13,7 +13,7 @@ COMMANDS = {
     'inspect': ('mtp_lit.inspect_ckpt:inspect_cli', "a checkpoint's MTP draft: family, layers, layouts, quant gaps, bytes per draft step"),
     'quantize': ('mtp_lit.convert:quantize_cli', 'write the -mtpfp8 variant of a checkpoint (MTP linears in FP8 e4m3)'),
     'fuse-experts': ('mtp_lit.convert:fuse_experts_cli', 'rewrite MTP routed experts between split and fused layouts'),
-    'draft-vocab': ('mtp_lit.draft_vocab:draft_vocab_cli', 'build the vocab-truncated draft head from a corpus'),
+    'draft-vocab': ('mtp_lit.draft_vocab:draft_vocab_cli', 'build the vocab-truncated draft head from a corpus, or convert a legacy one'),
     'bench': ('mtp_lit.bench:bench_cli', 'one draft step at real shapes on a GPU, BF16 vs FP8, as ms and fraction of roofline'),
     'train': ('mtp_lit.train:train_cli', 'retrain the embedded tiny Qwen3.5 (dense or MoE) and its MTP layer on the stdlib corpus'),
 }

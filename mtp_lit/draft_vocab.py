@@ -9,7 +9,7 @@ __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts'
            'DraftVocab', 'convert_legacy_draft_vocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
-import json, os, warnings
+import json, os
 from pathlib import Path
 from typing import NamedTuple
 import torch
@@ -357,9 +357,9 @@ def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     """Convert a legacy draft vocabulary (`mtp_draft_vocab_ids.pt`) of checkpoint `ckpt` to `draft_vocab.safetensors` and
     config.json's record, in `ckpt` or in a new variant at `out`; the `.pt` is left out of the result. Returns the
     directory written. Head rows already in the shards are checked against the LM head first (all of them) and moved into
-    `draft_vocab.safetensors`, the layout `build_draft_vocab` writes; all V ids write the full-head record (no tensors). Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything
-    but a 1-D tensor of ids, ids out of range or duplicated, stored rows that are not the LM head's at those ids, a draft
-    vocabulary already recorded)."""
+    `draft_vocab.safetensors`, the layout `build_draft_vocab` writes; all V ids write the full-head record (no tensors).
+    Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything but a 1-D tensor of ids, ids out of
+    range or duplicated, stored rows that are not the LM head's at those ids, a draft vocabulary already recorded)."""
     ckpt = Path(ckpt); src = ckpt / LEGACY_IDS_FILE
     if not src.exists(): raise FileNotFoundError(f"{src} not found: no legacy draft vocabulary to convert")
     if not src.is_file(): raise ValueError(f"{src}: not a file")
@@ -415,11 +415,11 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     full head, no scatter). `config`: the parsed config.json (read from `ckpt_dir` if None).
 
     Returns `DraftVocab(ids, rows_name)`: ids int64 `[K]` sorted; `rows_name` the tensor holding the `[K, hidden_size]`
-    head rows (in `draft_vocab.safetensors`, or in the shards for a converted legacy checkpoint). Raises
+    head rows (in `draft_vocab.safetensors`, or in a shard of the checkpoint when its record names them there). Raises
     `FileNotFoundError` for a missing draft vocab file or shard and `ValueError`, naming the file and tensor, for a
     truncated or corrupt file, for ids out of range / duplicated / unsorted / not int64, a K mismatch
-    between config.json, the ids and the rows, rows of the wrong width or dtype, an unconverted legacy `.pt`, or rows that differ from the LM head's
-    rows at those ids (`check_rows` rows compared, all if K <= check_rows). `weights=False` (vLLM's `--load-format dummy`: no
+    between config.json, the ids and the rows, rows of the wrong width or dtype, an unconverted legacy `.pt`, or rows that
+    differ from the LM head's rows at those ids (`check_rows` rows compared, all if K <= check_rows). `weights=False` (vLLM's `--load-format dummy`: no
     weights are read) checks the ids alone."""
     ckpt = Path(ckpt_dir)
     if config is None: config = read_config(ckpt)

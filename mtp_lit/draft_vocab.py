@@ -6,7 +6,8 @@
 __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts', 'special_token_ids', 'frequency_order',
            'rank_draft_vocab', 'validate_draft_vocab_ids', 'd2t_offsets', 't2d_mask', 'coverage_curve', 'coverage_at',
            'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'build_draft_vocab',
-           'DraftVocab', 'convert_legacy_draft_vocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
+           'DraftVocab', 'has_draft_vocab', 'convert_legacy_draft_vocab', 'load_draft_vocab', 'parse_draft_vocab_size',
+           'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
 import json, os
@@ -352,6 +353,10 @@ class DraftVocab(NamedTuple):
     "A validated draft vocabulary: `ids` int64 `[K]` sorted target ids; `rows_name` the checkpoint tensor of the head rows `[K, H]`."
     ids: torch.Tensor
     rows_name: str
+
+def has_draft_vocab(ckpt, config: dict) -> bool:
+    "Whether checkpoint `ckpt` (its config.json parsed: `config`) has a draft vocabulary: a record, or a legacy `.pt` to convert."
+    return 'draft_vocab_size' in (mtp_lit_section(config) or {}) or (Path(ckpt) / LEGACY_IDS_FILE).exists()
 
 def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     """Convert a legacy draft vocabulary (`mtp_draft_vocab_ids.pt`) of checkpoint `ckpt` to `draft_vocab.safetensors` and

@@ -129,12 +129,12 @@ def _plugin_view(p, registry_key: str) -> dict:
     """What the plugin makes of the draft of checkpoint `p` with no environment variable set: {'plan', 'options'}, or
     {'error'} with the error it raises when it builds the draft (options, `mtp_quant_algo`, what the family cannot do, a draft
     vocabulary whose ids it refuses)."""
-    from mtp_lit.options import checkpoint_options, draft_quant_plan, mtp_lit_section
+    from mtp_lit.options import checkpoint_options, draft_quant_plan
     from mtp_lit.plugin import check_options
     try:
         opts, mq, cfg = checkpoint_options(p, env={})
-        from mtp_lit.draft_vocab import load_draft_vocab, _vocab_size, LEGACY_IDS_FILE
-        dv = opts.draft_vocab and ('draft_vocab_size' in (mtp_lit_section(cfg) or {}) or (Path(p) / LEGACY_IDS_FILE).exists())
+        from mtp_lit.draft_vocab import load_draft_vocab, _vocab_size, has_draft_vocab
+        dv = opts.draft_vocab and has_draft_vocab(p, cfg)
         check_options(registry_key, opts, dv)
         plan = draft_quant_plan(opts, mq)
         desc = opts.describe(draft_head=False)

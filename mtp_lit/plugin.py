@@ -300,10 +300,8 @@ def _load_draft_vocab(b: 'DraftBuild'):
     has one, K < V, and `MTP_DRAFT_VOCAB` is not 0; else None. Records the draft vocabulary's tensor names in
     `b.vocab_names` so that loading skips them even when the head is off."""
     if not b.model_dir or not b.config: return None
-    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names, LEGACY_IDS_FILE
-    sec = mtp_lit_section(b.config) or {}
-    legacy = (Path(b.model_dir) / LEGACY_IDS_FILE).exists()
-    if 'draft_vocab_size' not in sec and not legacy: return None
+    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names, has_draft_vocab
+    if not has_draft_vocab(b.model_dir, b.config): return None
     try: b.vocab_names = draft_vocab_tensor_names(b.config, _checkpoint_names(b.model_dir) if b.row is None else None)
     except ValueError:   # nowhere to find its tensors (no row, no record, no draft-like name): the head is refused unless it is off
         if not b.opts.draft_vocab: return None

@@ -320,7 +320,8 @@ def bench(models=('Qwen3.5-27B', 'Qwen3.5-35B-A3B'), Ms=(1, 4, 16, 64), variants
     meta = _env_meta(device)
     if cpu:
         a = torch.empty(64 << 20, dtype=torch.uint8); t0 = time.perf_counter(); a.clone(); bw = dict(copy=2 * a.numel() / (time.perf_counter() - t0))
-        bw['roofline'] = bw['copy']; meta['matmul_flops'] = float('nan')
+        x = torch.randn(256, 256); t0 = time.perf_counter(); x @ x; meta['matmul_flops'] = 2 * 256 ** 3 / (time.perf_counter() - t0)
+        bw['roofline'] = bw['copy']
     else:
         bw = measure_bandwidth(device=device); meta['matmul_flops'] = measure_matmul_flops(device=device)
     meta.update(bandwidth=bw, ctx=ctx, Ms=list(Ms), variants=list(variants), heads=[str(h) for h in heads])
@@ -543,6 +544,7 @@ def bench_cli(argv=None):
     Ms, heads = counts(a.M, 'M'), counts(a.heads, 'heads', ('full',))
     if bad := [v for v in a.variants.split(',') if v not in VARIANTS]: ap.error(f"--variants: unknown {bad}; known: {','.join(VARIANTS)}")
     if a.ctx < 0: ap.error(f'--ctx {a.ctx}: must be >= 0 cached tokens')
+    if '/' in a.tag or os.sep in a.tag: ap.error(f'--tag {a.tag!r}: a prefix of file names in --out, without a path separator')
     if not a.smoke and not torch.cuda.is_available():
         print('mtp-lit bench: no CUDA GPU here; the draft-step benchmark needs one (use --smoke for a CPU run of the pipeline).',
               file=sys.stderr)
@@ -552,6 +554,9 @@ def bench_cli(argv=None):
     models = a.models.split(',')
     for m in models:
         if m not in shapes: print(f'mtp-lit bench: unknown model {m!r}; known: {sorted(shapes)}', file=sys.stderr); return 2
+    for m in models:   # the real model's V, also for --smoke (which then divides rows and V alike)
+        if big := [h for h in heads if h != 'full' and h > (V := load_shapes()[m]['vocab_size'])]:
+            ap.error(f"--heads: {big} rows exceed {m}'s vocabulary of {V} (a truncated head has at most V rows)")
     heads = [h if h == 'full' else max(1, h // (64 if a.smoke else 1)) for h in heads]
     table = None
     if a.table: table = tuned_table(a.table)

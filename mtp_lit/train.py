@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from .model import (Qwen3_5Tiny, qwen3_5_config, qwen3_5_moe_config, init_weights, save_checkpoint,
                            load_checkpoint, checkpoint_path, CHECKPOINT_FILES)
+from .ckpt_io import atomic_dir
 
 # %% auto #0
 __all__ = ['EXCLUDED_DIRS', 'MAX_FILE_BYTES', 'HELDOUT_MODULUS', 'EOS_TOKEN', 'stdlib_root', 'split_of', 'corpus_files',
@@ -359,7 +360,7 @@ def train_cli(argv: list[str] | None = None) -> int:
     cfg = (qwen3_5_config if a.model == "dense" else qwen3_5_moe_config)(vocab_size=a.vocab_size)
     model, rep = train_recipe(cfg, stream, heldout_prompts(tok, a.eval_prompts, 32), steps=a.steps,
                               mtp_steps=a.mtp_steps, variants=variants, seed=a.seed, device=a.device, log=lambda r: print(json.dumps(r), flush=True))
-    save_checkpoint(model, cfg, a.out, tok, extra=rep)
+    with atomic_dir(out, replace=out.exists()) as tmp: save_checkpoint(model, cfg, tmp, tok, extra=rep)   # all files or none
     print(f"wrote {a.out}: chosen {rep['chosen']}, mean acceptance length "
           f"{rep['variants'][rep['chosen']]['acceptance']['mean_acceptance_length']:.2f} (k={rep['k']})")
     return 0

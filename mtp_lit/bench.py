@@ -554,8 +554,7 @@ def bench_cli(argv=None):
     models = a.models.split(',')
     for m in models:
         if m not in shapes: print(f'mtp-lit bench: unknown model {m!r}; known: {sorted(shapes)}', file=sys.stderr); return 2
-    for m in models:   # the real model's V, also for --smoke (which then divides rows and V alike)
-        if big := [h for h in heads if h != 'full' and h > (V := load_shapes()[m]['vocab_size'])]:
+        if big := [h for h in heads if h != 'full' and h > (V := load_shapes()[m]['vocab_size'])]:   # the real V, also for --smoke
             ap.error(f"--heads: {big} rows exceed {m}'s vocabulary of {V} (a truncated head has at most V rows)")
     heads = [h if h == 'full' else max(1, h // (64 if a.smoke else 1)) for h in heads]
     table = None

@@ -549,7 +549,6 @@ def bench_cli(argv=None):
         print('mtp-lit bench: no CUDA GPU here; the draft-step benchmark needs one (use --smoke for a CPU run of the pipeline).',
               file=sys.stderr)
         return 2
-    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     shapes = tiny_shapes() if a.smoke else load_shapes()
     models = a.models.split(',')
     for m in models:
@@ -557,6 +556,7 @@ def bench_cli(argv=None):
         if big := [h for h in heads if h != 'full' and h > (V := load_shapes()[m]['vocab_size'])]:   # the real V, also for --smoke
             ap.error(f"--heads: {big} rows exceed {m}'s vocabulary of {V} (a truncated head has at most V rows)")
     heads = [h if h == 'full' else max(1, h // (64 if a.smoke else 1)) for h in heads]
+    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     table = None
     if a.table: table = tuned_table(a.table)
     if a.tune and not a.smoke:

@@ -19,7 +19,7 @@ from .ckpt_io import (DTYPE_BYTES, INDEX, TensorOut, VariantPlan, json_text, lis
                              write_variant)
 
 # %% ../nbs/08_convert.ipynb #5a46978c
-from .layouts import classify_tensor, draft_layout, draft_modules, text_config, DraftLayout
+from .layouts import classify_tensor, detect_family, draft_layout, draft_modules, text_config, DraftLayout
 QUANT_ROLES = ('fc', 'attn', 'mlp', 'shared_expert', 'routed_expert_split', 'routed_expert_fused')
 
 def mtp_linear_kind(name: str, shape) -> str | None:
@@ -409,10 +409,13 @@ def fuse_experts(src, dst, to: str = 'fused', overwrite: bool = False, progress:
     of expert 0's tensor. 'split': the inverse, in the shard of the fused tensor. Byte copying only (dtype kept), same
     atomic streaming writer as `quantize`; config.json is copied unchanged. split→fused→split gives back the same files
     when each expert group lies in one shard. Raises ValueError for an unknown `to`, no MTP experts in the source
-    layout, incomplete/inconsistent experts, quantized experts, or a name clash; FileExistsError as `quantize`."""
+    layout, incomplete/inconsistent experts, quantized experts, a name clash, or `to='fused'` for a draft class whose vLLM loader
+    takes split experts only (`Family.fused_experts`); FileExistsError as `quantize`."""
     if to not in ('fused', 'split'): raise ValueError(f"to must be 'fused' or 'split', got {to!r}")
     src, dst = Path(src), Path(dst)
     cfg, tensors, shards = _read_source(src)
+    if to == 'fused' and not (fam := detect_family(cfg)).fused_experts:
+        raise ValueError(f"{src}: vLLM's {fam.draft_class} ({fam.vllm_file}) loads routed experts per expert only; a fused layout would not load")
     add, drop = {}, set()               # shard -> [TensorOut], names removed
     if to == 'fused':
         groups = _split_groups(tensors, cfg)

@@ -69,6 +69,7 @@ class Family:
     attn_config: str = ''  # prefix of the config fields vLLM builds the MTP layer's attention from ('swa_': MiMo-V2's sliding-window ones)
     ckpt_alt: tuple = ()   # other layer prefixes vLLM's loader accepts for layer i (HY V4 also takes `model.layers.{n}`)
     max_layers: int | None = None  # most MTP layers vLLM builds whatever the count says (MiMo-V2: 1, fixed in its predictor); None: the count
+    fused_experts: bool = True  # vLLM's loader takes fused routed experts (`experts.gate_up_proj` [E, 2F, H]); False: per-expert names only
 
     @property
     def vllm_module(self) -> str:   # vllm_file: a file of vllm/model_executor/models, or a package path (vLLM 0.32's vllm.models.*)
@@ -87,7 +88,8 @@ _Q35 = dict(vllm_file='qwen3_5_mtp.py', count_keys=('mtp_num_hidden_layers',), c
             ckpt_globals=('mtp.fc', 'mtp.norm', 'mtp.pre_fc_norm_embedding', 'mtp.pre_fc_norm_hidden'), param_layer='model.layers.{i}',
             quant_layer='mtp.layers.{i}', draft_config_zeroes_n=False, fc='mtp.fc', fc_quantizable=True, attn='qkv', head='', head_quant='lm_head')
 _DS = dict(count_keys=('num_nextn_predict_layers',), count_default=None, ckpt_layer='model.layers.{n}', ckpt_globals=(),
-           fc='eh_proj', fc_quantizable=False, moe='first_k_dense', shared_expert='shared_experts', head='shared_head.head', head_quant='head')
+           fc='eh_proj', fc_quantizable=False, moe='first_k_dense', shared_expert='shared_experts', head='shared_head.head', head_quant='head',
+           fused_experts=False)   # hand-rolled loaders: `make_expert_params_mapping`, per expert
 FAMILIES = (
     Family('qwen3_5', ('qwen3_5', 'qwen3_5_text', 'qwen3_5_mtp'), ('Qwen3_5ForConditionalGeneration', 'Qwen3_5ForCausalLM', 'Qwen3_5MTP'),
            'Qwen3_5MTP', 'Qwen3_5MTP', moe='never', shared_expert='', **_Q35),
@@ -792,6 +794,9 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
                 gaps.append(Gap('missing_draft', m.shards[0], f'no checkpoint tensor for the draft module {m.vllm} ({m.role})',
                                 'refuse to load: vLLM would leave the module at its initial values', m.vllm))
         gaps += _missing_shards(lay, infos)
+        if not fam.fused_experts and (f := next((t.name for t in infos if t.role == 'routed_expert_fused'), None)):
+            gaps.append(Gap('fused_experts', f, f"routed experts stored fused, but {fam.draft_class}'s loader ({fam.vllm_file}) maps per-expert names only",
+                            'refuse to load: rewrite them per expert (`mtp-lit fuse-experts SRC DST --to split`)'))
     by_w = {t.name: t for t in infos if not t.is_scale}
     scales = {}
     for t in infos:

@@ -545,6 +545,13 @@ def bench_cli(argv=None):
     if bad := [v for v in a.variants.split(',') if v not in VARIANTS]: ap.error(f"--variants: unknown {bad}; known: {','.join(VARIANTS)}")
     if a.ctx < 0: ap.error(f'--ctx {a.ctx}: must be >= 0 cached tokens')
     if '/' in a.tag or os.sep in a.tag: ap.error(f'--tag {a.tag!r}: a prefix of file names in --out, without a path separator')
+    if a.tune and (a.table or a.smoke): ap.error('--tune tunes on this GPU and uses that table: not with --table or --smoke')
+    if Path(a.out).exists() and not Path(a.out).is_dir(): ap.error(f'--out {a.out}: exists and is not a directory')
+    table = None
+    if a.table:
+        if not Path(a.table).is_file(): ap.error(f'--table {a.table}: no such file')
+        try: table = tuned_table(a.table)
+        except (ValueError, KeyError, TypeError, AttributeError) as e: ap.error(f'--table {a.table}: not a tuned config table ({type(e).__name__}: {e})')
     if not a.smoke and not torch.cuda.is_available():
         print('mtp-lit bench: no CUDA GPU here; the draft-step benchmark needs one (use --smoke for a CPU run of the pipeline).',
               file=sys.stderr)
@@ -556,10 +563,8 @@ def bench_cli(argv=None):
         if big := [h for h in heads if h != 'full' and h > (V := load_shapes()[m]['vocab_size'])]:   # the real V, also for --smoke
             ap.error(f"--heads: {big} rows exceed {m}'s vocabulary of {V} (a truncated head has at most V rows)")
     heads = [h if h == 'full' else max(1, h // (64 if a.smoke else 1)) for h in heads]
-    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
-    table = None
-    if a.table: table = tuned_table(a.table)
-    if a.tune and not a.smoke:
+    out = Path(a.out)
+    if a.tune:
         from mtp_lit.kernels import tune_fp8_linear, candidate_configs
         lin = [(n, N, K) for m in models for h in heads for (n, N, K) in draft_linears(shapes[m], None if h == 'full' else h)
                if not n.startswith('experts_') and n not in ('router', 'shared_expert_gate')]
@@ -568,12 +573,12 @@ def bench_cli(argv=None):
         cand = lambda M, N, K, mode: [c for c in candidate_configs(M, N, K, mode, a.tune) if N not in head_N or (c.SPLIT_K == 1 and not c.SK)]
         t_Ms = Ms if a.tune == 'coarse' else sorted(({1, 4, 16} if a.tune == 'step' else {1, 16, 64}) & set(Ms)) or Ms
         t = tune_fp8_linear(sh, t_Ms, level=a.tune, candidates=cand)
-        (out / f'{a.tag}fp8_linear_tuned.json').write_text(json.dumps(t, indent=1))
+        out.mkdir(parents=True, exist_ok=True); (out / f'{a.tag}fp8_linear_tuned.json').write_text(json.dumps(t, indent=1))
         table = {k: KernelConfig(**v) for k, v in t['configs'].items()}
     res = bench(models, Ms, list(dict.fromkeys(a.variants.split(','))), heads, a.ctx, table=table, shapes=shapes,
                 device='cpu' if a.smoke else 'cuda')
     if not res['rows']: print('mtp-lit bench: every run failed (the FAILED lines above say why); nothing written', file=sys.stderr); return 1
-    (out / f'{a.tag}bench.json').write_text(json.dumps(res, indent=1))
+    out.mkdir(parents=True, exist_ok=True); (out / f'{a.tag}bench.json').write_text(json.dumps(res, indent=1))
     plot_bench(res, out / f'{a.tag}bench.png')
     if 'Qwen3.5-27B' in models:
         sp = speedup_model(res, 'Qwen3.5-27B', shapes=shapes)

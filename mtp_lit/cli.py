@@ -6,7 +6,7 @@
 __all__ = ['COMMANDS', 'usage', 'main']
 
 # %% ../nbs/12_cli.ipynb #ebb90485
-import importlib, sys
+import importlib, os, sys
 
 COMMANDS = {
     'demo': ('mtp_lit.demo:demo_cli', 'plain vs MTP (BF16 draft) vs MTP (FP8 draft) on the embedded checkpoint, in real vLLM'),
@@ -36,4 +36,6 @@ def main(argv=None) -> int:
     try: f = getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError) as e:
         print(f"mtp-lit {cmd}: not available in this install ({e})", file=sys.stderr); return 2
-    return int(f(rest) or 0)
+    try: return int(f(rest) or 0)
+    except BrokenPipeError:   # the reader left (`| head`): what it read is what it wanted; no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()); return 0

@@ -339,14 +339,26 @@ def train_cli(argv: list[str] | None = None) -> int:
     import argparse
     ap = argparse.ArgumentParser(prog="mtp-lit train", description=train_cli.__doc__.splitlines()[0])
     ap.add_argument("--model", choices=("dense", "moe"), default="dense")
-    ap.add_argument("--steps", type=int, default=1000); ap.add_argument("--mtp-steps", type=int, default=300)
-    ap.add_argument("--vocab-size", type=int, default=4096); ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--variants", default="hard,greedy,soft", help="phase-B MTP label variants, comma-separated")
-    ap.add_argument("--eval-prompts", type=int, default=16, help="held-out prompts for the acceptance replay")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    def at_least(lo):   # an int option >= lo: a usage error before any training
+        def conv(s):
+            try: v = int(s)
+            except ValueError: raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
+            if v < lo: raise argparse.ArgumentTypeError(f"{v}: must be >= {lo}")
+            return v
+        return conv
+    ap.add_argument("--steps", type=at_least(1), default=1000, help="phase-A steps (target and MTP layer together) (default: 1000)")
+    ap.add_argument("--mtp-steps", type=at_least(1), default=300, help="phase-B steps per MTP label variant (default: 300)")
+    ap.add_argument("--vocab-size", type=at_least(257), default=4096, help="BPE vocabulary: 256 bytes + EOS at least (default: 4096)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of weights and batches (default: 0)")
+    ap.add_argument("--variants", default="hard,greedy,soft", help="phase-B MTP label variants, comma-separated (default: hard,greedy,soft)")
+    ap.add_argument("--eval-prompts", type=at_least(1), default=16, help="held-out prompts for the acceptance replay (default: 16)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device (default: cuda if there is one, else cpu)")
     ap.add_argument("--out", required=True, help="checkpoint directory to write")
     a = ap.parse_args(argv)
-    out, variants = pathlib.Path(a.out), tuple(a.variants.split(","))
+    out, variants = pathlib.Path(a.out), tuple(dict.fromkeys(a.variants.split(",")))
+    try: dev = torch.device(a.device)
+    except RuntimeError as e: ap.error(f"--device {a.device!r}: {e}")
+    if dev.type == "cuda" and not torch.cuda.is_available(): ap.error(f"--device {a.device}: this torch has no CUDA device")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):   # checked before training: its files would be left beside the new ones
         ap.error(f"--out {a.out} exists and is not an empty directory; write the checkpoint to a new one")
     if bad := [v for v in variants if v not in ("hard", "greedy", "soft")]: ap.error(f"--variants {','.join(bad)}: each must be hard, greedy or soft")

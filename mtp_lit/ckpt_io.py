@@ -287,8 +287,9 @@ def atomic_dir(dst, needed: int = 0, *, replace: bool = False, hidden: bool = Fa
             _swap(tmp, dst, dst.with_name(f'{pre}{dst.name}.old-{os.getpid()}'))
         else: os.rename(tmp, dst)
         _fsync_dir(dst.parent)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)     # the unfinished new tree, or (after a swap) the old one
+    finally:   # the unfinished new tree, or (after a swap) the old one: a symlink when `dst` was one (its target is kept)
+        if tmp.is_symlink(): tmp.unlink()
+        else: shutil.rmtree(tmp, ignore_errors=True)
 
 # %% ../nbs/02a_ckpt_io.ipynb #0da7236d
 @dataclass

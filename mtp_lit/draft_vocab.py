@@ -27,13 +27,17 @@ def corpus_paths(paths, pattern: str = '**/*') -> list:
 
     A file is taken as is; a directory contributes its files matching `pattern` (recursive glob), skipping hidden
     paths and files whose first 8 KiB contain a NUL byte (binaries such as `.pyc`).
-    Raises `FileNotFoundError` naming a path that does not exist and `ValueError` when no text file is found."""
+    Raises `FileNotFoundError` naming a path that does not exist and `ValueError` when no text file is found or
+    `pattern` is not a relative glob pattern."""
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     out = []
     for p in map(Path, items):
         if p.is_file(): out.append(p); continue
         if not p.is_dir(): raise FileNotFoundError(f"corpus path {str(p)!r} does not exist")
-        for f in sorted(p.glob(pattern)):
+        try: found = sorted(p.glob(pattern))
+        except (ValueError, NotImplementedError) as e:   # '', an absolute pattern: pathlib's own words, with the pattern named
+            raise ValueError(f"corpus glob pattern {pattern!r}: {e} (a pattern relative to each corpus directory, e.g. '**/*.py')") from None
+        for f in found:
             if not f.is_file() or any(s.startswith('.') for s in f.relative_to(p).parts): continue
             with open(f, 'rb') as fh:
                 if b'\0' in fh.read(8192): continue

@@ -269,7 +269,8 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
     """Write the draft vocabulary (`tensors`, may be empty: K = V; `record` for config.json's `mtp_lit` section) into a
     variant of checkpoint `ckpt` with `ckpt_io.write_variant` (see above): at `out` (must not exist), or over `ckpt`
     itself when `out` is None; the files named in `skip` are left out. `moved`: names of tensors in the checkpoint's
-    shards that go, bit for bit, into the draft vocab file too (their shards are rewritten without them). Returns the
+    shards that go, bit for bit, into the draft vocab file too (their shards are rewritten without them); one also in
+    `tensors` is replaced by that tensor. Returns the
     destination. Raises `FileExistsError` for an existing `out`, `ValueError` for a tensor dtype outside `_ST_DTYPES`,
     `OSError(ENOSPC)` (needed vs free bytes) before writing anything."""
     ckpt = Path(ckpt).resolve()
@@ -280,7 +281,7 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
     entries = [tensor_entry(n, t) for n, t in tensors.items()]
     if moved:
         have, shards = list_tensors(ckpt)
-        entries += [raw_entry(ckpt, shards, have[n][0], n, have[n][1]) for n in moved]
+        entries += [raw_entry(ckpt, shards, have[n][0], n, have[n][1]) for n in moved if n not in tensors]
         for fn in {have[n][0] for n in moved}:
             keep = [raw_entry(ckpt, shards, fn, n, info) for n, (f, info) in have.items() if f == fn and n not in moved]
             if keep: plan.shards[fn] = (st_order(keep), shards[fn][1])
@@ -366,7 +367,7 @@ def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     """Convert a legacy draft vocabulary (`mtp_draft_vocab_ids.pt`) of checkpoint `ckpt` to `draft_vocab.safetensors` and
     config.json's record, in `ckpt` or in a new variant at `out`; the `.pt` is left out of the result. Returns the
     directory written. Head rows already in the shards are checked against the LM head first (all of them) and moved into
-    `draft_vocab.safetensors`, the layout `build_draft_vocab` writes; all V ids write the full-head record (no tensors).
+    `draft_vocab.safetensors`, the layout `build_draft_vocab` writes (sorted with their ids where the `.pt` is not); all V ids write the full-head record (no tensors).
     Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything but a 1-D tensor of ids, ids out of
     range or duplicated, stored rows that are not the LM head's at those ids, a draft vocabulary already recorded)."""
     ckpt = Path(ckpt); src = ckpt / LEGACY_IDS_FILE
@@ -385,10 +386,12 @@ def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     ids_name, rows_name = draft_vocab_tensor_names(config)
     V = _vocab_size(config)
     files = _tensor_files(ckpt)
-    if rows_name in files:    # rows stored in the shards, in the order of the .pt: that order must already be ascending
-        validate_draft_vocab_ids(ids, V, f"{src} (its rows {rows_name} are stored in this order)")
+    if rows_name in files:    # rows stored in the shards, in the order of the .pt (any order: the legacy head scattered by index)
+        order = torch.sort(ids); validate_draft_vocab_ids(order.values, V, str(src))
         _check_rows(ckpt, config, ids, files[rows_name], rows_name, str(src), check_rows=ids.numel())
-        tensors, moved = {ids_name: ids}, (rows_name,)                 # the rows move into the draft vocab file: the layout build_draft_vocab writes
+        if torch.equal(order.values, ids): tensors = {ids_name: ids}   # the rows move bit for bit into the draft vocab file
+        else: tensors = {ids_name: order.values, rows_name: _read_rows(ckpt, files[rows_name], rows_name, order.indices)}   # sorted with their ids
+        moved = (rows_name,)                                           # out of their shard: the layout build_draft_vocab writes
     else:
         ids = validate_draft_vocab_ids(torch.sort(ids).values, V, str(src))
         head_name, head_file = lm_head_tensor(ckpt, config)

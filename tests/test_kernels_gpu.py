@@ -1,6 +1,7 @@
 """GPU checks of mtp_lit.kernels against float64 references (skipped without CUDA + triton).
 
-Run on the device machine: `PYTHONPATH=. python3 -m pytest -q tests/test_kernels_gpu.py`.
+Run on the device machine: `PYTHONPATH=. python3 -m pytest -q tests/test_kernels_gpu.py` (the kernels need torch and triton
+alone; the routed-expert tests and vLLM's own paths skip where vLLM is not installed).
 Every check draws fresh random inputs (non-zero mean, a few outliers), poisons the allocator with NaN first so an
 unwritten output element cannot pass, and compares by ||out - ref|| / ||ref||.
 """
@@ -460,11 +461,13 @@ def test_block_scales_one_per_tile_and_per_row(variant):
 
 # ---- the plugin's served path: custom ops under torch.compile and CUDA graphs, the grouped FP8 experts
 
-from mtp_lit.draft_moe import fp8_moe, fp8_moe_op, quantize_experts  # noqa: E402
+try: from mtp_lit.draft_moe import fp8_moe, fp8_moe_op, quantize_experts  # noqa: E402
+except ImportError: fp8_moe = fp8_moe_op = quantize_experts = None   # draft_moe builds on vLLM's MoE layer: its tests skip without vLLM
 from mtp_lit.kernels import fp8_linear_op, fp8_linear_argmax_op  # noqa: E402
 
 
 def _experts(scheme, E=16, H=256, I=128, g=None):
+    if quantize_experts is None: pytest.skip('mtp_lit.draft_moe needs vLLM')
     block = (128, 128) if scheme == 'block' else None
     w13 = (rand(E, 2 * I, H, g=g, std=0.05)).bfloat16()
     w2 = (rand(E, H, I, g=g, std=0.05)).bfloat16()

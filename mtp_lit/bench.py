@@ -523,7 +523,7 @@ def bench_cli(argv=None):
     """`mtp-lit bench`: time one MTP draft step at real shapes (BF16 vs FP8 torch vs FP8 mtp_lit, full vs truncated head),
     print a table, write bench.json + bench.png (+ speedup.png, and the tuned table with --tune) to --out. Returns the exit
     status: 2 when no CUDA GPU is there (unless --smoke: a CPU run of the pipeline at tiny shapes)."""
-    ap = argparse.ArgumentParser(prog='mtp-lit bench', description=bench_cli.__doc__.split('\n')[0])
+    ap = argparse.ArgumentParser(prog='mtp-lit bench', description=' '.join(bench_cli.__doc__.split('. ')[0].split()) + '.')
     ap.add_argument('--models', default='Qwen3.5-27B,Qwen3.5-35B-A3B', help='comma-separated keys of mtp_lit/data/shapes.json')
     ap.add_argument('--M', default='1,4,16,64', help='tokens per draft step (comma-separated)')
     ap.add_argument('--variants', default=','.join(VARIANTS), help=f"comma-separated, of {','.join(VARIANTS)}")

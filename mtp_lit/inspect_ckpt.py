@@ -272,6 +272,7 @@ def inspect_checkpoint(path, draft_vocab: int | None = None) -> dict:
     `draft_vocab`: rows of the truncated draft head in the bytes estimate (default: the checkpoint's own draft vocabulary,
     `draft_vocab_size` of its `mtp_lit` section, else 32768)."""
     t0 = time.perf_counter(); p = Path(path)
+    if p.is_file(): raise ValueError(f"{p}: a file, not a checkpoint directory (pass the directory that holds config.json)")
     config = _read_json(p / 'config.json')
     if draft_vocab is None:
         sec = mtp_lit_section(config)

@@ -458,19 +458,20 @@ def fuse_experts(src, dst, to: str = 'fused', overwrite: bool = False, progress:
                     start = shards[f_][2] + inf_['data_offsets'][0] + off * cols * bs
                     add.setdefault(f_, []).append(TensorOut(new, dt, [rows, cols], rows * cols * bs, raw_chunks(src / f_, start, rows * cols * bs)))
             drop |= {name, dname}
-    plan, out_names = VariantPlan(), {}
+    plan, out_names, empty = VariantPlan(), {}, set()
     touched = set(add) | {tensors[n][0] for n in drop}
     for fn in sorted(touched):
         hdr, meta, _ = shards[fn]
         ents = [raw_entry(src, shards, fn, n, info) for n, info in hdr.items() if tensors.get(n, (None,))[0] == fn and n not in drop]
         ents += add.get(fn, [])
-        plan.shards[fn] = (st_order(ents), meta)
+        if ents: plan.shards[fn] = (st_order(ents), meta)
+        else: empty.add(fn)              # a shard that held only experts now stored elsewhere: left out (the index no longer names it)
     for name, (fn, info) in tensors.items():
         if name not in drop: out_names[name] = (fn, info['data_offsets'][1] - info['data_offsets'][0])
     for fn, ents in add.items():
         for e in ents: out_names[e.name] = (fn, e.nbytes)
     if (src / INDEX).exists(): plan.text[INDEX] = new_index(src, out_names)
-    plan_rest(src, plan)
+    plan_rest(src, plan, skip=empty)
     return write_variant(src, dst, plan, replace=overwrite, link=link, progress=progress, desc=f'mtp-lit fuse-experts --to {to}')
 
 # %% ../nbs/08_convert.ipynb #9f82236b

@@ -224,7 +224,8 @@ def _quant_entries(readers: _Readers, st_file: Path, name: str, info: dict, sche
     def get():
         if not memo:
             w = readers[st_file].get_tensor(name)
-            q, s = quantize_fp8(w, scheme, block, scale_fmt, name=name)
+            try: q, s = quantize_fp8(w, scheme, block, scale_fmt, name=name)
+            except ValueError as e: raise ValueError(f"{st_file}: {e}") from None   # NaN / inf: the file named too
             memo.update(q=tensor_bytes(q), s=tensor_bytes(s))
         return memo
     def part(k):

@@ -551,16 +551,16 @@ def bench_cli(argv=None):
     if a.table:
         if not Path(a.table).is_file(): ap.error(f'--table {a.table}: no such file')
         try: table = tuned_table(a.table)
-        except (ValueError, KeyError, TypeError, AttributeError) as e: ap.error(f'--table {a.table}: not a tuned config table ({type(e).__name__}: {e})')
+        except ValueError as e: ap.error(f'--table: {e}')
     if not a.smoke and not torch.cuda.is_available():
         print('mtp-lit bench: no CUDA GPU here; the draft-step benchmark needs one (use --smoke for a CPU run of the pipeline).',
               file=sys.stderr)
         return 2
-    shapes = tiny_shapes() if a.smoke else load_shapes()
+    real = load_shapes(); shapes = tiny_shapes(real) if a.smoke else real
     models = a.models.split(',')
     for m in models:
         if m not in shapes: print(f'mtp-lit bench: unknown model {m!r}; known: {sorted(shapes)}', file=sys.stderr); return 2
-        if big := [h for h in heads if h != 'full' and h > (V := load_shapes()[m]['vocab_size'])]:   # the real V, also for --smoke
+        if big := [h for h in heads if h != 'full' and h > (V := real[m]['vocab_size'])]:   # the real V, also for --smoke
             ap.error(f"--heads: {big} rows exceed {m}'s vocabulary of {V} (a truncated head has at most V rows)")
     heads = [h if h == 'full' else max(1, h // (64 if a.smoke else 1)) for h in heads]
     out = Path(a.out)

@@ -150,10 +150,14 @@ _TABLE_FILE = Path(importlib.util.find_spec('mtp_lit').origin).parent / 'data' /
 @functools.cache
 def tuned_table(path=None):
     """The tuned config table {'N,K,mode,Mbucket': KernelConfig}, keys ending ',use' for entries tuned for a use (see
-    `select_config`) (default: `mtp_lit/data/fp8_linear_h200.json`, tuned on an H200); {} if absent."""
+    `select_config`) (default: `mtp_lit/data/fp8_linear_h200.json`, tuned on an H200); {} if absent. Raises ValueError naming
+    the file for anything but `{"configs": {key: config}}` (and, through `_table_entry`, the key and field of a bad entry)."""
     p = Path(path) if path else _TABLE_FILE
     if not p.exists(): return {}
-    d = json.loads(p.read_text())
+    try: d = json.loads(p.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{p}: not JSON ({e})") from None
+    if not isinstance(d, dict) or not isinstance(d.get('configs'), dict):
+        raise ValueError(f"{p}: not a tuned config table (a JSON object with a 'configs' object of 'N,K,mode,M bucket' entries)")
     return {k: _table_entry(p, k, v) for k, v in d['configs'].items()}
 
 _BOOL_FIELDS = ('A8', 'SWAP', 'TMA', 'XQ')

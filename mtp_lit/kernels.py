@@ -151,7 +151,7 @@ _TABLE_FILE = Path(importlib.util.find_spec('mtp_lit').origin).parent / 'data' /
 def tuned_table(path=None):
     """The tuned config table {'N,K,mode,Mbucket': KernelConfig}, keys ending ',use' for entries tuned for a use (see
     `select_config`) (default: `mtp_lit/data/fp8_linear_h200.json`, tuned on an H200); {} if absent. Raises ValueError naming
-    the file for anything but `{"configs": {key: config}}` (and, through `_table_entry`, the key and field of a bad entry)."""
+    the file for anything but `{"configs": {key: config}}` (and, for a bad entry, its key and field)."""
     p = Path(path) if path else _TABLE_FILE
     if not p.exists(): return {}
     try: d = json.loads(p.read_text())

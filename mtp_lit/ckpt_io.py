@@ -305,14 +305,18 @@ def raw_entry(ckpt, shards: dict, fn: str, name: str, info: dict) -> TensorOut:
     b, e = info['data_offsets']
     return TensorOut(name, info['dtype'], list(info['shape']), e - b, raw_chunks(Path(ckpt) / fn, shards[fn][2] + b, e - b))
 
-def plan_rest(src, plan: VariantPlan, skip=()) -> VariantPlan:
-    "Add every file of `src` that `plan` does not write and `skip` does not name to `plan`: safetensors files linked, others copied."
+def plan_rest(src, plan: VariantPlan, skip=(), in_place: bool = False) -> VariantPlan:
+    """Add every file of `src` that `plan` does not write and `skip` does not name to `plan`: safetensors files linked, others
+    copied; files in a hidden folder (`.git/`, `.cache/`) left out, or linked when `in_place` (the variant replaces `src`)."""
     src = Path(src)
     for p in sorted(src.rglob('*')):
         if not p.is_file(): continue
-        rel = str(p.relative_to(src))
+        rel = p.relative_to(src)
+        tool = any(part.startswith('.') for part in rel.parts[:-1])   # under .git/, .cache/: a tool's store, not the checkpoint
+        if tool and not in_place: continue
+        rel = str(rel)
         if rel in plan.shards or rel in plan.text or rel in skip: continue
-        (plan.link if rel.endswith('.safetensors') else plan.copy).append(rel)
+        (plan.link if tool or rel.endswith('.safetensors') else plan.copy).append(rel)
     return plan
 
 def new_index(src, tensors_out: dict) -> str:

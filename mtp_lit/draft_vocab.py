@@ -291,7 +291,7 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
     if index is not None:
         wm = {k: v for k, v in index['weight_map'].items() if v != DRAFT_VOCAB_FILE}
         plan.text[INDEX] = json_text({**index, 'weight_map': {**wm, **{k: DRAFT_VOCAB_FILE for k in [*tensors, *moved]}}})
-    plan_rest(ckpt, plan, skip=skip)             # K = V: a stale draft vocab file is dropped
+    plan_rest(ckpt, plan, skip=skip, in_place=out is None)   # K = V: a stale draft vocab file is dropped
     return write_variant(ckpt, ckpt if out is None else out, plan, in_place=out is None, hidden=True)
 
 # %% ../nbs/09_draft_vocab.ipynb #3891fe2e

@@ -251,7 +251,7 @@ def _describe(p, config, lay, tensors, draft_vocab) -> dict:
         'vllm_draft': fam.draft_class, 'vllm_registry_key': fam.registry_key, 'vllm_file': fam.vllm_file, 'num_hidden_layers': lay.num_hidden_layers,
         'mtp_layers': lay.num_mtp_layers, 'mtp_count_key': count_key, 'mtp_layers_in_weights': (max(in_w) + 1) if in_w else None, 'mtp_layers_note': note,
         'layers': layers, 'draft_globals': sorted({t.module for t in infos if t.mtp_index is None}), 'draft_tensors': len(infos),
-        'expert_layout': {str(k): v for k, v in expert_layouts(tensors, lay).items()}, 'num_experts': lay.num_experts if lay.is_moe(0) else None,
+        'expert_layout': {str(k): '?' if config_only and v else v for k, v in expert_layouts(tensors, lay).items()}, 'num_experts': lay.num_experts if lay.is_moe(0) else None,
         'dtypes': dict(Counter(t.dtype for t in infos).most_common()), 'tie_word_embeddings': bool(tc.get('tie_word_embeddings', False)),
         'has_lm_head': 'lm_head.weight' in tensors, 'head': head,
         'quant': None if qs is None else {'source': qsrc, 'method': qs.method, 'algo': qs.algo, 'describe': qs.describe(), 'kv_cache': qs.kv_cache},
@@ -270,7 +270,7 @@ def inspect_checkpoint(path, draft_vocab: int | None = None) -> dict:
     states no count; what cannot be told is a warning (`warnings`), never a refusal. `mtp_lit` is what the plugin
     will make of the draft with no environment variable set: the quantisation plan and options, or the error it will raise.
     `draft_vocab`: rows of the truncated draft head in the bytes estimate (default: the checkpoint's own draft vocabulary,
-    `draft_vocab_size` of its `mtp_lit` section, else 32768)."""
+    `draft_vocab_size` of its `mtp_lit` section, else 32768, at most V); one above the target's V is a ValueError."""
     t0 = time.perf_counter(); p = Path(path)
     if p.is_file(): raise ValueError(f"{p}: a file, not a checkpoint directory (pass the directory that holds config.json)")
     config = _read_json(p / 'config.json')
@@ -278,6 +278,8 @@ def inspect_checkpoint(path, draft_vocab: int | None = None) -> dict:
         sec = mtp_lit_section(config)
         k = sec.get('draft_vocab_size') if isinstance(sec, dict) else None
         draft_vocab = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 32768
+    elif isinstance(v := text_config(config).get('vocab_size'), int) and draft_vocab > v:
+        raise ValueError(f"draft_vocab={draft_vocab}: more rows than the target's vocabulary (config.json vocab_size={v})")
     try: tensors, stats = checkpoint_tensors(p)
     except FileNotFoundError:
         if list(p.glob('*.safetensors')) or (p / INDEX).exists(): raise
@@ -325,7 +327,7 @@ def format_report(r: dict) -> str:
     for l in r['layers']:
         out.append(f"  layer {l['index']}    {l['checkpoint']}.* ({l['tensors']} tensors) -> vLLM params {l['vllm_params']}, quant prefix {l['vllm_quant_prefix']}")
     if r['draft_globals']: out.append(f"  outside    {', '.join(r['draft_globals'])}")
-    el = ', '.join(f"layer {k}: {v or 'none (dense MLP)'}" for k, v in r['expert_layout'].items())
+    el = ', '.join(f"layer {k}: {v or 'none (dense MLP)'}" for k, v in r['expert_layout'].items()) + ('  (split or fused: known once the weights are there)' if r['config_only'] and r['num_experts'] else '')
     out.append(f"experts      {el}" + (f"  ({r['num_experts']} routed experts)" if r['num_experts'] else ''))
     out.append('dtypes       ' + ('not known without the weights' if r['config_only'] else ', '.join(f'{k} {v}' for k, v in r['dtypes'].items()) or '-'))
     out.append(f"head         {r['head']}" + ('  (tie_word_embeddings: no lm_head, the head is the embedding)' if r['tie_word_embeddings'] else ''))
@@ -344,10 +346,9 @@ def format_report(r: dict) -> str:
     b = r['bytes_per_draft_step']
     if b is None: return '\n'.join(out + ['bytes per draft step: not computed (see the warning)'])
     out.append(f"bytes per draft step (batch 1, one MTP layer" + (f", {b['experts_read']} experts" if b['experts_read'] else '') + f"; V={b['vocab']:,}, H={b['hidden']:,})")
-    out.append(f"  BF16 draft                         {_mb(b['bf16']):>10}")
-    out.append(f"  FP8 draft, BF16 head               {_mb(b['fp8']):>10}")
-    out.append(f"  FP8 draft + {b['draft_vocab']:,}-row FP8 head   {_mb(b['fp8_truncated_head']):>10}")
-    return '\n'.join(out)
+    rows = {'BF16 draft': b['bf16'], 'FP8 draft, BF16 head': b['fp8'], f"FP8 draft + {b['draft_vocab']:,}-row FP8 head": b['fp8_truncated_head']}
+    w = max(map(len, rows))
+    return '\n'.join(out + [f"  {k:<{w}}  {_mb(n):>10}" for k, n in rows.items()])
 
 # %% ../nbs/03_inspect.ipynb #7af49f7f
 def inspect_cli(argv: list[str] | None = None) -> int:

@@ -135,7 +135,7 @@ def detect_family(config: dict) -> Family:
     archs = config.get('architectures') or tc.get('architectures') or []
     for f in FAMILIES:
         if archs and archs[0] in f.architectures: return f
-    types = [t for t in (config.get('model_type'), tc.get('model_type')) if t]
+    types = list(dict.fromkeys(t for t in (config.get('model_type'), tc.get('model_type')) if t))   # tc is config without a text_config
     for f in FAMILIES:
         if any(t in f.model_types for t in types): return f
     raise ValueError(f"config.json architectures={archs} model_type={types}: not an MTP family mtp_lit knows "

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 import torch
 from safetensors import safe_open
-from .layouts import detect_family, draft_like_group, text_config
+from .layouts import detect_family, draft_layout, draft_like_group, text_config, weight_mtp_layers
 from .options import mtp_lit_section, with_mtp_lit_section, read_config
 from .inspect_ckpt import draft_read_bytes
 from .ckpt_io import (INDEX, VariantPlan, json_text, list_tensors, plan_rest, raw_entry, read_index, run_cli, st_order, tensor_entry,
@@ -329,7 +329,9 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     ids_name, rows_name = draft_vocab_tensor_names(config, names)
     stale = {n: f for n, f in names.items() if n in (ids_name, rows_name) and f != DRAFT_VOCAB_FILE}
     pre = _mtp_prefix(ids_name)
-    if not any(n.startswith(pre) and n not in (ids_name, rows_name) for n in names):
+    if _has_row(config): pre, has = draft_layout(config, names).ckpt_prefix(0) + '.', weight_mtp_layers(names, config)   # an MTP layer, not globals alone
+    else: has = any(n.startswith(pre) and n not in (ids_name, rows_name) for n in names)
+    if not has:
         raise ValueError(f"{ckpt}: no MTP layer (no tensor under {pre!r}); a draft vocabulary serves an MTP draft, and this "
                          "checkpoint has none")
     if stale: raise ValueError(f"{ckpt}: already holds {stale} outside {DRAFT_VOCAB_FILE} (a legacy draft head?); remove them first")

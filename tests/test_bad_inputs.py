@@ -290,7 +290,7 @@ def test_no_mtp_layer(root, corpus):
     assert [(g['kind'], g['tensor']) for g in inspect_checkpoint(d)['gaps']] == [('missing_draft', 'mtp.layers.0')]
     with pytest.raises(ValueError, match=r"\[missing_draft\] mtp.layers.0: config announces 1 MTP layer\(s\); no tensor under mtp.layers.0."):
         quantize(d, root / 'never', progress=False)
-    with pytest.raises(ValueError, match=r"no MTP layer \(no tensor under 'mtp.'\)"):
+    with pytest.raises(ValueError, match=r"no MTP layer \(no tensor under 'mtp.layers.0.'\)"):
         build_draft_vocab(d, corpus, 1024, progress=False)
     with pytest.raises(ValueError, match=r"config.json mtp_num_hidden_layers=0: the checkpoint has no MTP layer, nothing to draft with"):
         draft_layout({**json.loads((TINY / 'config.json').read_text()), 'mtp_num_hidden_layers': 0})

@@ -562,6 +562,8 @@ def bench_cli(argv=None):
         if m not in shapes: print(f'mtp-lit bench: unknown model {m!r}; known: {sorted(shapes)}', file=sys.stderr); return 2
         if big := [h for h in heads if h != 'full' and h > (V := real[m]['vocab_size'])]:   # the real V, also for --smoke
             ap.error(f"--heads: {big} rows exceed {m}'s vocabulary of {V} (a truncated head has at most V rows)")
+        if a.ctx >= (P := real[m]['max_position_embeddings']):
+            ap.error(f"--ctx {a.ctx}: {m} attends to at most {P} positions (max_position_embeddings); a draft token comes after its cached ones")
     heads = [h if h == 'full' else max(1, h // (64 if a.smoke else 1)) for h in heads]
     out = Path(a.out)
     if a.tune:

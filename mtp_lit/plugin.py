@@ -14,7 +14,7 @@ __all__ = ['logger', 'DRAFTS', 'ROWS', 'GENERIC_KEEP', 'GENERIC_PLAIN_LINEARS', 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
 from dataclasses import dataclass, field
-from .options import parse_options, checkpoint_options, draft_quant_plan, mtp_lit_section, DraftQuantPlan, MtpLitOptions
+from .options import parse_options, checkpoint_options, draft_quant_plan, mtp_lit_section, unknown_env, DraftQuantPlan, MtpLitOptions
 from .vllm_compat import loaded_key
 
 logger = logging.getLogger('mtp_lit')
@@ -46,6 +46,7 @@ def register() -> None:
         _registered = True
         return
     opts = parse_options(None)   # environment only: raises ValueError naming a bad MTP_... variable
+    for w in unknown_env(): _vllm_logger().warning("mtp_lit: %s", w)
     from vllm import ModelRegistry
     try: filled = fill_registry_gaps(ModelRegistry) + (['the qwen3_5_text MTP rewrite'] if fill_mtp_rewrite_gap() else [])
     except Exception as e:   # a probe of vLLM's internals failed: serve what this vLLM registers itself
@@ -251,14 +252,14 @@ import json
 from pathlib import Path
 
 def vllm_switches(vllm_config) -> tuple:
-    """vLLM's own switches for the draft: `(the mtp_lit dict of the target's --hf-overrides or None, whether
+    """vLLM's own switches for the draft: `(the mtp_lit dict of the target's --hf-overrides (top level or `text_config`) or None, whether
     speculative_config.quantization asks for FP8)`. A quantization vLLM copied from the target's `--quantization` (the
     field's default when unset) is the target's, not a request for the FP8 draft."""
     sc = getattr(vllm_config, 'speculative_config', None)
     target = getattr(sc, 'target_model_config', None) or vllm_config.model_config
     hfo = getattr(target, 'hf_overrides', None)
     q = getattr(sc, 'quantization', None)
-    return (hfo.get('mtp_lit') if isinstance(hfo, dict) else None), (q == 'fp8' and getattr(target, 'quantization', None) != 'fp8')
+    return (mtp_lit_section(hfo) if isinstance(hfo, dict) else None), (q == 'fp8' and getattr(target, 'quantization', None) != 'fp8')
 
 def read_options(vllm_config, vllm_fp8: bool = True) -> tuple:
     """`(model, options, mtp_quant, config)` of the draft vLLM is building: the checkpoint's section and `mtp_quant_algo`,
@@ -827,9 +828,8 @@ def make_draft_class(key: str) -> type:
         log = _vllm_logger()
         for n in b.notes: log.warning("mtp_lit: %s draft from %s: %s", key, b.model_dir, n)
         if b.active:
-            log.info("mtp_lit: %s draft%s from %s: %s; quantisation plan %s%s%s", key, ' (generic path)' if b.generic else '', b.model_dir,
-                     b.opts.describe(b.draft_vocab is not None), b.plan.mode,
-                     f", draft head of {len(b.draft_vocab[0])} rows" if b.draft_vocab is not None else '',
+            log.info("mtp_lit: %s draft%s from %s: %s; quantisation plan %s%s", key, ' (generic path)' if b.generic else '', b.model_dir,
+                     b.opts.describe(f"{len(b.draft_vocab[0])} rows" if b.draft_vocab is not None else False), b.plan.mode,
                      f", FP8 via vLLM linears for {', '.join(b.swapped)}" if b.swapped else '')
 
     # vLLM's class is passed to the methods, not found from the instance's type: a subclass of this class calls them too

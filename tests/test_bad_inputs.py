@@ -505,7 +505,7 @@ def test_load_good_draft_vocab(loads):
     "The control for the three below: the variant as build_draft_vocab wrote it loads, with a 1024-row draft head."
     r = loads['dv-ok']
     assert r['loaded'] and r['class'] == 'mtp_lit.plugin.Qwen3_5MTP', r
-    assert any('draft head of 1024 rows' in l for l in r['log']), r['log']
+    assert any('truncated draft head (1024 rows, ' in l for l in r['log']), r['log']
 
 
 @pytest.mark.vllm
@@ -521,7 +521,7 @@ def test_load_legacy_draft_vocab(loads):
     e = _err(loads, 'legacy-pt')
     assert e.startswith('ValueError: ') and f'{LEGACY_IDS_FILE}: a legacy draft vocabulary' in e and '--convert-legacy' in e, e
     r = loads['legacy-converted']
-    assert r['loaded'] and any('draft head of 1024 rows' in l for l in r['log']), r
+    assert r['loaded'] and any('truncated draft head (1024 rows, ' in l for l in r['log']), r
 
 
 @pytest.mark.vllm

@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['write_header_only', 'checkpoint_tensors', 'read_quant_config', 'make_skeleton', 'draft_read_bytes',
-           'draft_step_bytes', 'vllm_draft_key', 'generic_checkpoint', 'inspect_checkpoint', 'format_report',
+           'draft_step_bytes', 'vllm_draft_key', 'generic_checkpoint', 'inspect_checkpoint', 'format_report', 'refused',
            'inspect_cli']
 
 # %% ../nbs/03_inspect.ipynb #f7e8aa10
-import argparse, dataclasses, json, math, sys, time, warnings
+import argparse, dataclasses, json, math, os, sys, time, warnings
 from collections import Counter
 from pathlib import Path
 from .layouts import (weight_mtp_layers, detect_family, draft_like_group, DTYPE_BITS, apply_gap_fixes, classify_tensor, draft_layout, draft_modules, expert_layouts,
@@ -139,9 +139,7 @@ def _plugin_view(p, registry_key: str) -> dict:
         plan = draft_quant_plan(opts, mq)
         desc = opts.describe(draft_head=False)
         if dv and (d := load_draft_vocab(p, cfg, weights=False)):   # the ids the plugin loads, checked as it checks them (an unconverted legacy .pt: its error; K = V: None)
-            K, V = d.ids.numel(), _vocab_size(cfg)
-            desc = opts.describe(draft_head=True).replace('nothing (vLLM unchanged)', '') or ''
-            desc = f"truncated draft head ({K} of {V} rows)" + (f", {desc}" if desc else '')
+            desc = opts.describe(f"{d.ids.numel()} of {_vocab_size(cfg)} rows")
         return {'plan': plan.mode, 'options': desc} | ({'scheme': plan.scheme} if plan.mode.startswith('fp8') else {})
     except (ValueError, FileNotFoundError) as e: return {'error': str(e)}
 
@@ -258,7 +256,7 @@ def _describe(p, config, lay, tensors, draft_vocab) -> dict:
         'modules': mods, 'gaps': [g.__dict__ for g in gaps], 'bytes_per_draft_step': step}
 
 # %% ../nbs/03_inspect.ipynb #f2b7d4c8
-from .options import mtp_lit_section
+from .options import ENV_VARS, mtp_lit_section
 
 def inspect_checkpoint(path, draft_vocab: int | None = None) -> dict:
     """Describe the MTP draft of the checkpoint directory `path` from `config.json`, its quant config and the safetensors headers
@@ -351,17 +349,28 @@ def format_report(r: dict) -> str:
     return '\n'.join(out + [f"  {k:<{w}}  {_mb(n):>10}" for k, n in rows.items()])
 
 # %% ../nbs/03_inspect.ipynb #7af49f7f
+def refused(r: dict) -> bool:
+    "Whether the `inspect_checkpoint` result `r` names a reason the plugin refuses this draft: its error, or a gap whose fix is to refuse the load."
+    return 'error' in r['mtp_lit'] or any(g['fix'].startswith('refuse') for g in r.get('gaps', ()))
+
 def inspect_cli(argv: list[str] | None = None) -> int:
-    "`mtp-lit inspect CKPT [--json] [--draft-vocab K]`: print `inspect_checkpoint(CKPT)` as a report or JSON. Returns 0, or 1 on an error (printed to stderr)."
+    """`mtp-lit inspect CKPT [--json] [--draft-vocab K]`: print `inspect_checkpoint(CKPT)` as a report or JSON. Returns 0;
+    3 when the plugin would refuse the draft (`refused`), so a script can gate on it; 1 on an error (printed to stderr)."""
     ap = argparse.ArgumentParser(prog='mtp-lit inspect', description="A checkpoint's MTP draft from config.json, its quant config and "
-                                 "the safetensors headers (no tensor data is read).")
+                                 "the safetensors headers (no tensor data is read).", epilog="exit status: 0; 3 when the plugin would "
+                                 "refuse this draft (the report says why); 1 on an error")
     ap.add_argument('ckpt', help='checkpoint directory (config.json + *.safetensors)')
     ap.add_argument('--json', action='store_true', help='print the result as JSON')
     ap.add_argument('--draft-vocab', type=int, default=None, metavar='K', help="rows of the truncated draft head for the bytes estimate "
                     "(default: the checkpoint's own draft vocabulary, else 32768)")
     a = ap.parse_args(argv)
     if a.draft_vocab is not None and a.draft_vocab < 1: ap.error(f'--draft-vocab {a.draft_vocab}: must be >= 1 rows')
+    got = []
     def run():
-        r = inspect_checkpoint(a.ckpt, a.draft_vocab)
+        r = inspect_checkpoint(a.ckpt, a.draft_vocab); got.append(r)
+        if env := {k: v for k, v in os.environ.items() if k in ENV_VARS.values()}:   # the report is the plugin's view without them
+            print(f"mtp-lit inspect: note: {', '.join(f'{k}={v}' for k, v in sorted(env.items()))} set here; the report is what the "
+                  "plugin makes of the checkpoint alone, and a vLLM started with this environment applies them over it", file=sys.stderr)
         return json.dumps(r, indent=1) if a.json else format_report(r)
-    return run_cli(run, 'mtp-lit inspect', errors=(OSError, ValueError, TypeError))
+    rc = run_cli(run, 'mtp-lit inspect', errors=(OSError, ValueError, TypeError))
+    return 3 if rc == 0 and refused(got[0]) else rc

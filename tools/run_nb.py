@@ -23,6 +23,7 @@ def run(path, skip=()):
         for cell in nb.cells:
             if cell.cell_type != 'code': continue
             if skip and _flags(cell.source) & set(skip): continue
+            cell['outputs'] = []   # execnb keeps a cell's old outputs when the new run prints nothing
             sh.cell(cell)
             errs = [o for o in cell.get('outputs', []) if o.get('output_type') == 'error']
             if errs:

@@ -235,6 +235,9 @@ class DraftBuild:
         if not extended and not opts.any_set and mq.algo == 'NONE' and not mtp_lit_section(cfg): return None   # a section: e.g. a draft vocabulary, on by default
         b = cls(key, ROWS.get(key), opts, draft_quant_plan(opts, mq), str(model), cfg)
         b._gpu_fallback(vllm_config, mq)
+        if not b.plan.fp8 and (idle := [s for n in ('fp8_scheme', 'fp8_head') if (s := opts.sources.get(n, 'config.json')) != 'config.json']):
+            b.notes.append(f"{' and '.join(idle)} set, but the draft is not FP8: no effect (MTP_FP8=1, mtp_lit.fp8 or "
+                           "speculative_config.quantization='fp8' turn it on)")
         b.target_quantized = b.plan.mode == 'inherit' and vllm_config.quant_config is not None
         b.load_format = getattr(getattr(vllm_config, 'load_config', None), 'load_format', 'auto')
         b.keep = b.keep_unquantized

@@ -787,7 +787,7 @@ def _load_weights(self, base, weights):
         head = (f"mtp_lit options ({why}) need the draft's MTP layer, but " if why else
                 f"the {b.key} draft would run from uninitialised memory: ")
         raise ValueError(f"{head}{b.key} parameters were not found in the checkpoint {b.model_dir}: "
-                         f"{missing[:6]}{' ...' if len(missing) > 6 else ''}")
+                         f"{missing[:6]}{' ...' if len(missing) > 6 else ''} (`mtp-lit inspect {b.model_dir}` names its missing tensors)")
     bad = _unwritten(self, checked)
     if bad:
         raise ValueError(f"{b.key} draft from {b.model_dir}: parameters with elements no checkpoint tensor wrote, or NaN/inf in "

@@ -431,9 +431,10 @@ def test_load_ok(loads):
 
 @pytest.mark.vllm
 def test_load_missing_tensor_with_options(loads):
+    d = loads['missing+fp8']['error'].split('checkpoint ')[1].split(':')[0]
     assert _err(loads, 'missing+fp8') == ("ValueError: mtp_lit options (fp8 from env MTP_FP8) need the draft's MTP layer, but "
-        f"Qwen3_5MTP parameters were not found in the checkpoint {loads['missing+fp8']['error'].split('checkpoint ')[1].split(':')[0]}: "
-        "['model.layers.0.mlp.down_proj.weight']")
+        f"Qwen3_5MTP parameters were not found in the checkpoint {d}: ['model.layers.0.mlp.down_proj.weight'] "
+        f"(`mtp-lit inspect {d}` names its missing tensors)")
 
 
 @pytest.mark.vllm

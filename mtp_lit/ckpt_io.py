@@ -299,6 +299,8 @@ class VariantPlan:
     link: list = field(default_factory=list)        # rel paths hard-linked (or copied) from SRC
     copy: list = field(default_factory=list)        # rel paths copied from SRC
     text: dict = field(default_factory=dict)        # rel path -> str content
+    symlinks: dict = field(default_factory=dict)    # rel path -> target of a symbolic link made there
+    dirs: list = field(default_factory=list)        # rel paths of empty folders made
 
 def raw_entry(ckpt, shards: dict, fn: str, name: str, info: dict) -> TensorOut:
     "A `TensorOut` copying tensor `name` (header entry `info`, in file `fn` of `list_tensors(ckpt)`'s `shards`) bit for bit."
@@ -307,16 +309,20 @@ def raw_entry(ckpt, shards: dict, fn: str, name: str, info: dict) -> TensorOut:
 
 def plan_rest(src, plan: VariantPlan, skip=(), in_place: bool = False) -> VariantPlan:
     """Add every file of `src` that `plan` does not write and `skip` does not name to `plan`: safetensors files linked, others
-    copied; files in a hidden folder (`.git/`, `.cache/`) left out, or linked when `in_place` (the variant replaces `src`)."""
+    copied, a link to a folder kept as a link to it; a hidden folder's files (`.git/`, `.cache/`: a tool's) left out, or,
+    `in_place` (the variant replaces `src`), kept as they are: files linked, links and empty folders made again."""
     src = Path(src)
-    for p in sorted(src.rglob('*')):
-        if not p.is_file(): continue
-        rel = p.relative_to(src)
-        tool = any(part.startswith('.') for part in rel.parts[:-1])   # under .git/, .cache/: a tool's store, not the checkpoint
-        if tool and not in_place: continue
-        rel = str(rel)
-        if rel in plan.shards or rel in plan.text or rel in skip: continue
-        (plan.link if tool or rel.endswith('.safetensors') else plan.copy).append(rel)
+    for root, dirs, files in os.walk(src):                     # links to folders are not followed: they stay links
+        r = Path(root).relative_to(src)
+        if in_place and not dirs and not files and any(x.startswith('.') for x in r.parts): plan.dirs.append(str(r))
+        for name in sorted(dirs + files):
+            p, rel = Path(root) / name, r / name
+            if name in dirs and not p.is_symlink(): continue
+            tool = any(x.startswith('.') for x in (rel.parts if name in dirs else rel.parts[:-1]))   # in a tool's folder, or one linked
+            key = str(rel)
+            if key in plan.shards or key in plan.text or key in skip or (tool and not in_place and not key.endswith('.safetensors')): continue
+            if p.is_symlink() and (tool or name in dirs): plan.symlinks[key] = os.readlink(p) if in_place else str(p.resolve())
+            else: (plan.link if tool or key.endswith('.safetensors') else plan.copy).append(key)
     return plan
 
 def new_index(src, tensors_out: dict) -> str:
@@ -363,6 +369,9 @@ def write_variant(src, dst, plan: VariantPlan, *, replace: bool = False, in_plac
                 d = tmp / rel; d.parent.mkdir(parents=True, exist_ok=True)
                 link_or_copy((src / rel).resolve(), d, link=rel in plan.link and same_dev)
                 tick and tick()
+            for rel in plan.dirs: (tmp / rel).mkdir(parents=True, exist_ok=True)
+            for rel, target in sorted(plan.symlinks.items()):
+                d = tmp / rel; d.parent.mkdir(parents=True, exist_ok=True); os.symlink(target, d)
             for rel in sorted(plan.text):
                 d = tmp / rel; d.parent.mkdir(parents=True, exist_ok=True)
                 d.write_text(plan.text[rel], encoding='utf-8')

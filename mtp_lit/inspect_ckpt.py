@@ -139,7 +139,7 @@ def _plugin_view(p, registry_key: str) -> dict:
         plan = draft_quant_plan(opts, mq)
         desc = opts.describe(draft_head=False)
         if dv and (d := load_draft_vocab(p, cfg, weights=False)):   # the ids the plugin loads, checked as it checks them (an unconverted legacy .pt: its error; K = V: None)
-            desc = opts.describe(f"{d.ids.numel()} of {_vocab_size(cfg)} rows")
+            desc = opts.describe(f"{d.ids.numel()} of {_vocab_size(cfg)} rows", fp8=plan.fp8)
         return {'plan': plan.mode, 'options': desc} | ({'scheme': plan.scheme} if plan.mode.startswith('fp8') else {})
     except (ValueError, FileNotFoundError) as e: return {'error': str(e)}
 
@@ -256,7 +256,7 @@ def _describe(p, config, lay, tensors, draft_vocab) -> dict:
         'modules': mods, 'gaps': [g.__dict__ for g in gaps], 'bytes_per_draft_step': step}
 
 # %% ../nbs/03_inspect.ipynb #f2b7d4c8
-from .options import ENV_VARS, mtp_lit_section
+from .options import ENV_VARS, mtp_lit_section, unknown_env
 
 def inspect_checkpoint(path, draft_vocab: int | None = None) -> dict:
     """Describe the MTP draft of the checkpoint directory `path` from `config.json`, its quant config and the safetensors headers
@@ -350,15 +350,16 @@ def format_report(r: dict) -> str:
 
 # %% ../nbs/03_inspect.ipynb #7af49f7f
 def refused(r: dict) -> bool:
-    "Whether the `inspect_checkpoint` result `r` names a reason the plugin refuses this draft: its error, or a gap whose fix is to refuse the load."
-    return 'error' in r['mtp_lit'] or any(g['fix'].startswith('refuse') for g in r.get('gaps', ()))
+    """Whether the `inspect_checkpoint` result `r` names a reason the draft cannot be served: the plugin's error, a gap whose fix is
+    to refuse the load, or one vLLM's loader fails on (a missing draft tensor, a wrong shape)."""
+    return 'error' in r['mtp_lit'] or any(g['fix'].startswith('refuse') or g['kind'] in ('missing_draft', 'wrong_shape') for g in r.get('gaps', ()))
 
 def inspect_cli(argv: list[str] | None = None) -> int:
     """`mtp-lit inspect CKPT [--json] [--draft-vocab K]`: print `inspect_checkpoint(CKPT)` as a report or JSON. Returns 0;
-    3 when the plugin would refuse the draft (`refused`), so a script can gate on it; 1 on an error (printed to stderr)."""
+    3 when the draft cannot be served (`refused`), so a script can gate on it; 1 on an error (printed to stderr)."""
     ap = argparse.ArgumentParser(prog='mtp-lit inspect', description="A checkpoint's MTP draft from config.json, its quant config and "
-                                 "the safetensors headers (no tensor data is read).", epilog="exit status: 0; 3 when the plugin would "
-                                 "refuse this draft (the report says why); 1 on an error")
+                                 "the safetensors headers (no tensor data is read).", epilog="exit status: 0; 3 when the draft cannot be "
+                                 "served (the report says why); 1 on an error")
     ap.add_argument('ckpt', help='checkpoint directory (config.json + *.safetensors)')
     ap.add_argument('--json', action='store_true', help='print the result as JSON')
     ap.add_argument('--draft-vocab', type=int, default=None, metavar='K', help="rows of the truncated draft head for the bytes estimate "
@@ -368,9 +369,10 @@ def inspect_cli(argv: list[str] | None = None) -> int:
     got = []
     def run():
         r = inspect_checkpoint(a.ckpt, a.draft_vocab); got.append(r)
-        if env := {k: v for k, v in os.environ.items() if k in ENV_VARS.values()}:   # the report is the plugin's view without them
+        if env := {k: v for k, v in os.environ.items() if k in ENV_VARS.values() and v != ''}:   # the report is the plugin's view without them
             print(f"mtp-lit inspect: note: {', '.join(f'{k}={v}' for k, v in sorted(env.items()))} set here; the report is what the "
                   "plugin makes of the checkpoint alone, and a vLLM started with this environment applies them over it", file=sys.stderr)
+        for w in unknown_env(): print(f"mtp-lit inspect: note: {w}", file=sys.stderr)
         return json.dumps(r, indent=1) if a.json else format_report(r)
     rc = run_cli(run, 'mtp-lit inspect', errors=(OSError, ValueError, TypeError))
     return 3 if rc == 0 and refused(got[0]) else rc

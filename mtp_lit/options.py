@@ -35,10 +35,11 @@ class MtpLitOptions:
         "True when an option was set anywhere (checkpoint, overrides, vLLM's switch, env): only then does mtp_lit change vLLM."
         return bool(self.sources)
 
-    def describe(self, draft_head: bool | str | None = None) -> str:
+    def describe(self, draft_head: bool | str | None = None, fp8: bool | None = None) -> str:
         "One line naming what is enabled, for the plugin's log and `mtp-lit inspect`."
         # draft_head: the draft's own (truncated) head: True, or its size as text ('1024 of 248320 rows'); False: none; None: not known yet
-        size, fp8_head = (f"{draft_head}, " if isinstance(draft_head, str) else ''), self.fp8 and self.fp8_head
+        # fp8: is the draft FP8 (the quantisation plan's, e.g. a checkpoint stored in FP8); None: as the options say
+        size, fp8_head = (f"{draft_head}, " if isinstance(draft_head, str) else ''), (self.fp8 if fp8 is None else fp8) and self.fp8_head
         on = [f"truncated draft head ({size}{'FP8' if fp8_head else 'BF16'})"] if draft_head and self.draft_vocab else []
         if self.fp8: on.append(f"FP8 draft stack ({self.fp8_scheme}{', FP8 draft head if truncated' if draft_head is None and fp8_head else ''})")
         if self.draft_window: on.append(f"draft window {self.draft_window} tokens" + (f" + {self.draft_window_sinks} sinks" if self.draft_window_sinks else ''))
@@ -106,11 +107,11 @@ _RECORD_KEYS = {'converted_from', 'draft_vocab_size', 'draft_vocab_coverage', 'd
 
 # %% ../nbs/01_options.ipynb #aeba4a95
 def unknown_env(env=None) -> list[str]:
-    "A warning for each `MTP_...` variable of `env` (default `os.environ`) that is no option of `ENV_VARS` (`MTP_LIT_...`: mtp_lit's own settings)."
+    "A warning for each `MTP_...` variable of `env` (default `os.environ`) that is no option of `ENV_VARS` (`MTP_LIT_...`: mtp_lit's own settings, but an option's name after it)."
     import difflib
     env, known = os.environ if env is None else env, list(ENV_VARS.values())
     out = []
-    for v in sorted(k for k in env if k.startswith('MTP_') and not k.startswith('MTP_LIT_') and k not in known):
+    for v in sorted(k for k in env if k.startswith('MTP_') and k not in known and (not k.startswith('MTP_LIT_') or 'MTP_' + k[8:] in known)):
         near = difflib.get_close_matches(v, known, n=1)
         out.append(f"environment variable {v} is not an mtp_lit option and is ignored" + (f"; did you mean {near[0]}?" if near else
                    f"; the options are {', '.join(known)}"))
@@ -131,7 +132,8 @@ class MtpQuant:
 
 def mtp_lit_section(config: dict) -> dict | None:
     "A config.json's `mtp_lit` section: top level, or in `text_config` (multimodal configs), the top level's keys winning where both hold one; None without one."
-    top, inner = config.get('mtp_lit'), (config.get('text_config') or {}).get('mtp_lit')
+    tc = config.get('text_config')
+    top, inner = config.get('mtp_lit'), tc.get('mtp_lit') if isinstance(tc, dict) else None
     if isinstance(top, dict) and isinstance(inner, dict): return {**inner, **top}
     return inner if top is None else top
 

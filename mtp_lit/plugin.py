@@ -234,10 +234,10 @@ class DraftBuild:
         model, opts, mq, cfg = read_options(vllm_config, vllm_fp8=extended)
         if not extended and not opts.any_set and mq.algo == 'NONE' and not mtp_lit_section(cfg): return None   # a section: e.g. a draft vocabulary, on by default
         b = cls(key, ROWS.get(key), opts, draft_quant_plan(opts, mq), str(model), cfg)
-        b._gpu_fallback(vllm_config, mq)
         if not b.plan.fp8 and (idle := [s for n in ('fp8_scheme', 'fp8_head') if (s := opts.sources.get(n, 'config.json')) != 'config.json']):
             b.notes.append(f"{' and '.join(idle)} set, but the draft is not FP8: no effect (MTP_FP8=1, mtp_lit.fp8 or "
                            "speculative_config.quantization='fp8' turn it on)")
+        b._gpu_fallback(vllm_config, mq)   # may turn an online FP8 plan off, with a note of its own
         b.target_quantized = b.plan.mode == 'inherit' and vllm_config.quant_config is not None
         b.load_format = getattr(getattr(vllm_config, 'load_config', None), 'load_format', 'auto')
         b.keep = b.keep_unquantized
@@ -786,8 +786,11 @@ def _load_weights(self, base, weights):
         why = '; '.join(f"{k} from {v}" for k, v in b.opts.sources.items())
         head = (f"mtp_lit options ({why}) need the draft's MTP layer, but " if why else
                 f"the {b.key} draft would run from uninitialised memory: ")
+        from mtp_lit.options import resolve_model_dir
+        try: where = resolve_model_dir(b.model_dir)   # a hub id: its cached snapshot, which inspect reads
+        except FileNotFoundError: where = b.model_dir
         raise ValueError(f"{head}{b.key} parameters were not found in the checkpoint {b.model_dir}: "
-                         f"{missing[:6]}{' ...' if len(missing) > 6 else ''} (`mtp-lit inspect {b.model_dir}` names its missing tensors)")
+                         f"{missing[:6]}{' ...' if len(missing) > 6 else ''} (`mtp-lit inspect {where}` names its missing tensors)")
     bad = _unwritten(self, checked)
     if bad:
         raise ValueError(f"{b.key} draft from {b.model_dir}: parameters with elements no checkpoint tensor wrote, or NaN/inf in "
@@ -832,7 +835,7 @@ def make_draft_class(key: str) -> type:
         for n in b.notes: log.warning("mtp_lit: %s draft from %s: %s", key, b.model_dir, n)
         if b.active:
             log.info("mtp_lit: %s draft%s from %s: %s; quantisation plan %s%s", key, ' (generic path)' if b.generic else '', b.model_dir,
-                     b.opts.describe(f"{len(b.draft_vocab[0])} rows" if b.draft_vocab is not None else False), b.plan.mode,
+                     b.opts.describe(f"{len(b.draft_vocab[0])} rows" if b.draft_vocab is not None else False, b.plan.fp8), b.plan.mode,
                      f", FP8 via vLLM linears for {', '.join(b.swapped)}" if b.swapped else '')
 
     # vLLM's class is passed to the methods, not found from the instance's type: a subclass of this class calls them too

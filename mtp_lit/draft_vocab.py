@@ -329,7 +329,7 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     ids_name, rows_name = draft_vocab_tensor_names(config, names)
     stale = {n: f for n, f in names.items() if n in (ids_name, rows_name) and f != DRAFT_VOCAB_FILE}
     pre = _mtp_prefix(ids_name)
-    if _has_row(config): pre, has = draft_layout(config, names).ckpt_prefix(0) + '.', weight_mtp_layers(names, config)   # an MTP layer, not globals alone
+    if _has_row(config): lay = draft_layout(config, names); pre, has = lay.ckpt_prefix(0) + '.', weight_mtp_layers(names, lay)   # an MTP layer, not globals alone
     else: has = any(n.startswith(pre) and n not in (ids_name, rows_name) for n in names)
     if not has:
         raise ValueError(f"{ckpt}: no MTP layer (no tensor under {pre!r}); a draft vocabulary serves an MTP draft, and this "

@@ -350,9 +350,8 @@ def format_report(r: dict) -> str:
 
 # %% ../nbs/03_inspect.ipynb #7af49f7f
 def refused(r: dict) -> bool:
-    """Whether the `inspect_checkpoint` result `r` names a reason the draft cannot be served: the plugin's error, a gap whose fix is
-    to refuse the load, or one vLLM's loader fails on (a missing draft tensor, a wrong shape)."""
-    return 'error' in r['mtp_lit'] or any(g['fix'].startswith('refuse') or g['kind'] in ('missing_draft', 'wrong_shape') for g in r.get('gaps', ()))
+    "Whether the `inspect_checkpoint` result `r` names a reason the draft cannot be served: the plugin's error, or a gap that `Gap.fails_load`."
+    return 'error' in r['mtp_lit'] or any(Gap(**g).fails_load for g in r.get('gaps', ()))
 
 def inspect_cli(argv: list[str] | None = None) -> int:
     """`mtp-lit inspect CKPT [--json] [--draft-vocab K]`: print `inspect_checkpoint(CKPT)` as a report or JSON. Returns 0;

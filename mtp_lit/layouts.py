@@ -758,6 +758,16 @@ class Gap:
     module: str | None = None     # vLLM quant prefix of the draft module
     exclude: str | None = None    # module `apply_gap_fixes` adds to the draft's exclusions
 
+    @property
+    def refuses(self) -> bool:
+        "mtp_lit refuses to load the draft (the fix says `refuse to load: ...`)."
+        return self.fix.startswith('refuse')
+
+    @property
+    def fails_load(self) -> bool:
+        "The draft cannot be served: mtp_lit refuses it, or vLLM's loader fails on it (a missing draft tensor, a wrong shape)."
+        return self.refuses or self.kind in ('missing_draft', 'wrong_shape')
+
 _PER_TENSOR = {'input_scale', 'weight_scale_2'}
 
 def _required_scales(qs, algo):

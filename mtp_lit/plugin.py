@@ -537,7 +537,7 @@ def inherited_quant_config(b: 'DraftBuild', qc, vllm_config=None, draft_cls=None
     if added: b.notes.append(f"{where}: exclusions remapped to the draft's modules, added " + ', '.join(f'{k} {p!r}' for k, p in added))
     for g in gaps: b.notes.append(f"{where}: gap {g.kind} at {g.tensor}: {g.detail} -> {g.fix}")
     # wrong_shape gaps only report: vLLM's loader checks each tensor against the parameter it builds (`_load_weights` names it)
-    refuse = [g for g in gaps if g.fix.startswith('refuse')]
+    refuse = [g for g in gaps if g.refuses]
     if refuse:
         raise ValueError(f"{b.model_dir}: the draft cannot be loaded with the target's quant config ({where}): " +
                          '; '.join(f"{g.tensor}: {g.detail}" for g in refuse[:4]) + (' ...' if len(refuse) > 4 else ''))

@@ -350,7 +350,7 @@ def format_report(r: dict) -> str:
 
 # %% ../nbs/03_inspect.ipynb #7af49f7f
 def refused(r: dict) -> bool:
-    "Whether the `inspect_checkpoint` result `r` names a reason the draft cannot be served: the plugin's error, or a gap that `Gap.fails_load`."
+    "Whether the `inspect_checkpoint` result `r` names a reason the draft cannot be served: the plugin's error, or a gap whose fails_load property is true (a `Gap`)."
     return 'error' in r['mtp_lit'] or any(Gap(**g).fails_load for g in r.get('gaps', ()))
 
 def inspect_cli(argv: list[str] | None = None) -> int:

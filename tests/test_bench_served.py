@@ -47,6 +47,25 @@ def test_one_prompt_per_record(tmp_path):
     with pytest.raises(SystemExit, match=r'holds runs at --prompt 512; write the --prompt 8192 runs to another --out'):
         bs.main(['--out', str(out), '--prompt', '8192'])
 
+def test_one_machine_per_record(tmp_path):
+    import bench_served as bs
+    out = tmp_path / 'bench.json'   # the H200's record: runs of this CPU would sit beside runs they do not compare with
+    out.write_text(json.dumps({'environment': {'device': 'NVIDIA H200', 'vllm': '0.26.0', 'torch': '2.11.0+cu130'}, 'runs': {}}))
+    with pytest.raises(SystemExit, match=r'holds runs on NVIDIA H200 \(vLLM 0\.26\.0, torch 2\.11\.0\+cu130\); this machine is cpu'):
+        bs.main(['--out', str(out)])
+
+def test_record_run_keeps_the_replaced_engine():
+    import bench_served as bs
+    timed = lambda ms: {'batches': {'1': {'draft_ms': ms}}}
+    rec = {'runs': {'m/bf16-target/fp8/k3': timed(1.0) | {'superseded': {'batches': ['1']}}}}
+    bs.record_run(rec, 'm/bf16-target/fp8/k3', {'error': 'CUDA out of memory'})   # a failed engine keeps the timed one
+    assert rec['runs']['m/bf16-target/fp8/k3']['batches']['1']['draft_ms'] == 1.0 and 'earlier' not in rec
+    bs.record_run(rec, 'm/bf16-target/fp8/k3', timed(0.5))   # a re-served engine: the old one under 'earlier', its note with it
+    assert rec['runs']['m/bf16-target/fp8/k3'] == timed(0.5)
+    assert rec['earlier']['m/bf16-target/fp8/k3'] == timed(1.0) | {'superseded': {'batches': ['1']}}
+    bs.record_run(rec, 'm/bf16-target/bf16/k3', {'error': 'x'})   # a new name: recorded, error or not
+    assert rec['runs']['m/bf16-target/bf16/k3'] == {'error': 'x'}
+
 def test_spread():
     import bench_served as bs
     assert bs.spread([1.0]) is None

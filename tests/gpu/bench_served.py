@@ -24,7 +24,8 @@ Drafts: `bf16` (vLLM's own), `fp8` (mtp_lit online FP8, per-channel), `fp8-head`
 dependent launch), `fp8-head-nogemv` (`fp8-head` with MTP_LIT_MOE_GEMV_MAX_M=0: a MoE draft's routed experts by vLLM's fused MoE
 at every token count), `fp8-head-noskip` (`fp8-head` with MTP_LIT_MOE_SKIP_PADDING=0: the GEMV launches also compute
 vLLM's CUDA-graph padding rows); these three only when named. Targets: `bf16`, `fp8` (vLLM's online `quantization='fp8'`). One record holds
-one `--prompt` (`nbs/bench/h200_served.json`: 512; `h200_served_8k.json`: 8192, where the 2048-token window binds)."""
+one `--prompt` (`nbs/bench/h200_served.json`: 512; `h200_served_8k.json`: 8192, where the 2048-token window binds) and one
+machine (GPU, vLLM, torch); `--out` adds to it, an engine it re-serves replacing its run (the replaced one kept under `earlier`)."""
 import argparse, json, os, re, subprocess, sys, tempfile, time
 from pathlib import Path
 
@@ -310,6 +311,17 @@ def run_list(a) -> list:
     runs = [(m, t, 'plain', 0) for m in a.models for t in a.targets] if a.plain else []
     return [(m, t, d, k) for m in a.models for t in a.targets for d in a.drafts for k in a.ks] + runs
 
+def record_run(rec: dict, name: str, run: dict) -> dict:
+    """Put `run` into the record `rec` as `name`. A timed run it replaces moves to `rec['earlier']` (the page puts the two
+    engines' steps side by side; a `superseded` note goes with it). A failed run does not replace a timed one: the record
+    keeps the timing, and the error stays in the engine's log."""
+    old = rec['runs'].get(name)
+    if old and 'batches' in old:
+        if 'batches' not in run: return rec
+        rec.setdefault('earlier', {})[name] = old
+    rec['runs'][name] = run
+    return rec
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--out', required=True)
@@ -339,7 +351,11 @@ def main(argv=None):
     other = sorted({r['settings']['prompt'] for r in rec['runs'].values() if r.get('settings', {}).get('prompt', a.prompt) != a.prompt})
     if other:   # a run's name does not say its prompt: another prompt's runs would replace runs they are not comparable with
         sys.exit(f"{out} holds runs at --prompt {', '.join(map(str, other))}; write the --prompt {a.prompt} runs to another --out")
-    rec['environment'] = environment()
+    env, was = environment(), rec.get('environment')
+    if was and any(was.get(k) != env[k] for k in ('device', 'vllm', 'torch')):   # one record, one machine: its runs compare
+        sys.exit(f"{out} holds runs on {was.get('device')} (vLLM {was.get('vllm')}, torch {was.get('torch')}); this machine is "
+                 f"{env['device']} (vLLM {env['vllm']}, torch {env['torch']}): write its runs to another --out")
+    rec['environment'] = env
     runs = run_list(a)
     for d in {d for _, _, d, _ in runs}:   # a draft window shortens the draft's attention only where the context is longer than it
         w = int(DRAFTS.get(d, {}).get('MTP_DRAFT_WINDOW', 0))
@@ -376,19 +392,20 @@ def main(argv=None):
         jit = sorted(set(re.findall(r'JIT compilation during inference: (\w+)', p.stdout + p.stderr)))   # vLLM's JIT monitor
         if p.returncode or not op.exists():
             from mtp_lit.demo import root_cause
-            rec['runs'][name] = {'error': root_cause(p.stdout + p.stderr), 'log': str(log)}
-            print('  ERROR', rec['runs'][name]['error'][:1500], flush=True)
+            run = {'error': root_cause(p.stdout + p.stderr), 'log': str(log)}
+            print('  ERROR', run['error'][:1500], flush=True)
         else:
-            rec['runs'][name] = json.loads(op.read_text()) | {'total_s': round(time.time() - t0, 1)}
-            print(f"  start {rec['runs'][name]['start_s']} s, total {time.time() - t0:.0f} s", flush=True)
+            run = json.loads(op.read_text()) | {'total_s': round(time.time() - t0, 1)}
+            print(f"  start {run['start_s']} s, total {time.time() - t0:.0f} s", flush=True)
             (work / 'warm').mkdir(exist_ok=True); (work / 'warm' / m).touch()
         longest = max(longest, time.time() - t0)
-        rec['runs'][name]['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
-        rec['runs'][name]['start_breakdown'] = start_breakdown(p.stdout + p.stderr)
-        rec['runs'][name]['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None,
+        run['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
+        run['start_breakdown'] = start_breakdown(p.stdout + p.stderr)
+        run['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None,
                                          'speculative_config': spec['spec_opts'], 'env': DRAFTS.get(d, {}), 'plugin': plugin_commit(),
                                          'kernel_table': kernel_table_hash(), 'triton_cache': 'shared by the run\'s engines'}
-        rec['runs'][name]['date'] = time.strftime('%Y-%m-%d')
+        run['date'] = time.strftime('%Y-%m-%d')
+        record_run(rec, name, run)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rec, indent=1))
     print_targets(rec)

@@ -402,8 +402,8 @@ def main(argv=None):
         run['jit_during_inference'] = jit   # Triton kernels first compiled after start-up (a latency spike each)
         run['start_breakdown'] = start_breakdown(p.stdout + p.stderr)
         run['settings'] = {'prompt': a.prompt, 'tokens': a.tokens, 'head_rows': a.head_rows if 'head' in d else None,
-                                         'speculative_config': spec['spec_opts'], 'env': DRAFTS.get(d, {}), 'plugin': plugin_commit(),
-                                         'kernel_table': kernel_table_hash(), 'triton_cache': 'shared by the run\'s engines'}
+                           'speculative_config': spec['spec_opts'], 'env': DRAFTS.get(d, {}), 'plugin': plugin_commit(),
+                           'kernel_table': kernel_table_hash(), 'triton_cache': 'shared by the run\'s engines'}
         run['date'] = time.strftime('%Y-%m-%d')
         record_run(rec, name, run)
         out.parent.mkdir(parents=True, exist_ok=True)

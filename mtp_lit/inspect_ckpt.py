@@ -269,7 +269,7 @@ def inspect_checkpoint(path, draft_vocab: int | None = None) -> dict:
     will make of the draft with no environment variable set: the quantisation plan and options, or the error it will raise.
     `draft_vocab`: rows of the truncated draft head in the bytes estimate (default: the checkpoint's own draft vocabulary,
     `draft_vocab_size` of its `mtp_lit` section, else 32768, at most V); one above the target's V is a ValueError."""
-    t0 = time.perf_counter(); p = Path(path)
+    p = Path(path)
     if p.is_file(): raise ValueError(f"{p}: a file, not a checkpoint directory (pass the directory that holds config.json)")
     config = _read_json(p / 'config.json')
     if draft_vocab is None:
@@ -278,16 +278,18 @@ def inspect_checkpoint(path, draft_vocab: int | None = None) -> dict:
         draft_vocab = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 32768
     elif isinstance(v := text_config(config).get('vocab_size'), int) and draft_vocab > v:
         raise ValueError(f"draft_vocab={draft_vocab}: more rows than the target's vocabulary (config.json vocab_size={v})")
+    t0 = time.perf_counter()
     try: tensors, stats = checkpoint_tensors(p)
     except FileNotFoundError:
         if list(p.glob('*.safetensors')) or (p / INDEX).exists(): raise
         tensors, stats = None, {'files': 0, 'tensors': 0, 'header_bytes': 0, 'data_bytes': 0}
+    stats = {**stats, 'seconds': round(time.perf_counter() - t0, 4)}   # the headers' read alone
     try: detect_family(config)
-    except ValueError as e: return {**generic_checkpoint(p, config, tensors, stats, str(e)), 'read': {**stats, 'seconds': round(time.perf_counter() - t0, 4)}}
+    except ValueError as e: return generic_checkpoint(p, config, tensors, stats, str(e))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         lay = draft_layout(config, tensors); r = _describe(p, config, lay, tensors, draft_vocab)
-    return {**r, 'warnings': list(dict.fromkeys(str(w.message) for w in caught)), 'read': {**stats, 'seconds': round(time.perf_counter() - t0, 4)}}
+    return {**r, 'warnings': list(dict.fromkeys(str(w.message) for w in caught)), 'read': stats}
 
 # %% ../nbs/03_inspect.ipynb #5bb1ebfd
 def _mb(b): return f'{b / 1e6:,.1f} MB' if b < 1e9 else f'{b / 1e9:,.2f} GB'

@@ -36,7 +36,7 @@ def test_cli_json_on_100gb_skeleton(tmp_path):
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     print(f"mtp-lit inspect on {r['read']['data_bytes'] / 1e9:.0f} GB: {r['read']['header_bytes']:,} header bytes, "
-          f"{r['read']['seconds'] * 1e3:.0f} ms inside, {wall:.2f} s wall (process start included)")
+          f"read in {r['read']['seconds'] * 1e3:.0f} ms, {wall:.2f} s wall (process start included)")
     assert (r['family'], r['layers'][0]['checkpoint'], r['expert_layout'], r['gaps']) == ('deepseek_v3', 'model.layers.61', {'0': 'split'}, [])
     assert r['quant']['describe'] == 'FP8 block 128x128'
     assert r['read']['data_bytes'] > 100e9 and r['read']['header_bytes'] < 1_000_000

@@ -714,13 +714,16 @@ def checkpoint_stream(b: 'DraftBuild', weights, rows: dict | None = None):
         yield name, w
 
 def _mark_fused_experts(b: 'DraftBuild', draft) -> None:
-    "Tell each FP8 expert layer of `draft` whether its checkpoint stored it fused (joint per-tensor gate/up scale)."
+    """Tell each FP8 expert layer of `draft` whether its checkpoint stored it fused (joint per-tensor gate/up scale). The
+    target's fused experts, which vLLM streams to the draft's loader too, are not the draft's: only stems among the draft's
+    tensors (`b.tensors`) must match a layer; with no layout to tell them apart (`b.tensors` empty) none must."""
     if not b.fused_experts: return
+    own = {s for s in b.fused_experts if s + '.gate_up_proj' in b.tensors}
     from mtp_lit.draft_moe import Fp8DraftMoEMethod
     layers = [m for m in draft.modules() if isinstance(getattr(m, 'quant_method', None), Fp8DraftMoEMethod)]
     for m in layers: m.quant_method.w13_joint = m.layer_name in b.fused_experts
-    if layers and not any(m.quant_method.w13_joint for m in layers):
-        raise RuntimeError(f"{b.key}: fused experts {sorted(b.fused_experts)} in the checkpoint match no FP8 expert layer "
+    if layers and own and not any(m.quant_method.w13_joint for m in layers):
+        raise RuntimeError(f"{b.key}: the draft's fused experts {sorted(own)} in the checkpoint match no FP8 expert layer "
                            f"({', '.join(m.layer_name for m in layers)})")
 
 
@@ -754,6 +757,14 @@ def _checked_names(draft, b) -> set:
     return {n for n, p in draft.named_parameters() if p.dtype in floats and not any(s in n for s in _SHARED_FROM_TARGET)
             and not n.endswith(('_scale', '_scale_inv', 'input_scale'))}
 
+def _kv_cache_scales(draft) -> set:
+    """The draft's KV-cache scale parameters (`q_scale`, `k_scale`, `v_scale`, `prob_scale` of attention layers under vLLM's
+    `BaseKVCacheMethod`, e.g. a ModelOpt target's FP8 KV cache): vLLM takes 1.0 where the checkpoint stores none."""
+    import torch
+    from vllm.model_executor.layers.quantization.kv_cache import BaseKVCacheMethod
+    return {f"{n}.{p}" if n else p for n, m in draft.named_modules() if isinstance(getattr(m, 'quant_method', None), BaseKVCacheMethod)
+            for p in ('q_scale', 'k_scale', 'v_scale', 'prob_scale') if isinstance(getattr(m, p, None), torch.nn.Parameter)}
+
 def _load_weights(self, base, weights):
     b = self._mtp_lit
     if b is None: return base.load_weights(self, weights)   # the generic path with no option: vLLM's own draft
@@ -781,7 +792,9 @@ def _load_weights(self, base, weights):
         b.draft_head.weight_loader(b.draft_head.weight, rows['rows'].to(b.draft_head.weight.dtype))
         loaded.add('draft_lm_head.weight')
     reported = {loaded_key(n) for n in loaded}
-    missing = [n for n, _ in self.named_parameters() if loaded_key(n) not in reported and not any(s in n for s in _SHARED_FROM_TARGET)]
+    defaulted = _kv_cache_scales(self)
+    missing = [n for n, _ in self.named_parameters() if loaded_key(n) not in reported and n not in defaulted
+               and not any(s in n for s in _SHARED_FROM_TARGET)]
     if missing and (b.active or not b.target_quantized):
         why = '; '.join(f"{k} from {v}" for k, v in b.opts.sources.items())
         head = (f"mtp_lit options ({why}) need the draft's MTP layer, but " if why else

@@ -376,6 +376,9 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'hy_v3+fp8':         ('hy_v3', {'MTP_FP8': '1'}, 3, {'load_format': 'dummy'}),   # generic MoE experts (`generic_moe`)
     **{f'generic:{k}': (f'generic:{k}', gd.env(k), 1, gd.engine_args(k)) for k in gd.TINY_CONFIGS},   # `generic_drafts`
     'gemma4+window':     ('generic:Gemma4MTPModel', {'MTP_DRAFT_WINDOW': '16'}, 1, gd.engine_args('Gemma4MTPModel')),   # its assistant checkpoint
+    'moe-target-fused+fp8': ('moe-target-fused', {'MTP_FP8': '1'}, 3),   # Qwen3.5-35B-A3B's layout: the target's experts fused, the draft's split
+    'modelopt-kv-fp8+fp8':  ('modelopt-kv-fp8', {'MTP_FP8': '1'}, 3),  # NVIDIA's NVFP4 quant config (FP8 KV cache), no KV scales for the draft
+    'modelopt-kv-fp8+window': ('modelopt-kv-fp8', {'MTP_DRAFT_WINDOW': '8'}, 3),
 }
 
 
@@ -406,6 +409,10 @@ def loads(root, fp8, dv, corpus):
     import tiny_families as tf
     b['deepseek-dv'] = build_draft_vocab(tf.build('deepseek_v3', L / 'deepseek'), corpus, 1024, L / 'deepseek-dv', progress=False)
     b['hy_v3'] = tiny_hy_v3(L / 'hy_v3')
+    b['moe-target-fused'] = tiny_mtp_checkpoint(L / 'moe-target-fused', 'qwen3_5_moe', experts='split', shards=2)
+    nvfp4 = json.loads((FIXTURES / 'nvidia-Qwen3.5-397B-A17B-NVFP4' / 'config.json').read_text())['quantization_config']
+    b['modelopt-kv-fp8'] = edit_config(tiny_mtp_checkpoint(L / 'modelopt-kv-fp8', 'qwen3_5_moe', experts='fused'),
+                                       lambda c: c.update(quantization_config=nvfp4))
     b.update({f'generic:{k}': gd.tiny_generic(k, L / 'generic' / k) for k in gd.TINY_CONFIGS})
     b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
@@ -427,6 +434,16 @@ def _err(loads, case):
 def test_load_ok(loads):
     r = loads['ok']
     assert r['loaded'] and r['class'] == 'mtp_lit.plugin.Qwen3_5MTP' and r['nonfinite'] == [], r
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize('case', ['moe-target-fused+fp8', 'modelopt-kv-fp8+fp8', 'modelopt-kv-fp8+window'])
+def test_load_valid_layouts_with_options(loads, case):
+    """Valid checkpoints the fixtures above lack: the target's experts fused with the draft's split (Qwen3.5-35B-A3B), and a
+    quant config with an FP8 KV cache whose scales the checkpoint does not store for the draft (vLLM takes 1.0)."""
+    r = loads[case]
+    assert r['loaded'] and r['nonfinite'] == [], r
+    assert bool(r['fp8']) == case.endswith('+fp8'), r['fp8']
 
 
 @pytest.mark.vllm

@@ -804,6 +804,7 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
                 gaps.append(Gap('missing_draft', m.shards[0], f'no checkpoint tensor for the draft module {m.vllm} ({m.role})',
                                 'refuse to load: vLLM would leave the module at its initial values', m.vllm))
         gaps += _missing_shards(lay, infos)
+        gaps += _missing_norms(lay, infos, gaps) + _block_straddles(lay, infos)
         if not fam.fused_experts and (f := next((t.name for t in infos if t.role == 'routed_expert_fused'), None)):
             gaps.append(Gap('fused_experts', f, f"routed experts stored fused, but {fam.draft_class}'s loader ({fam.vllm_file}) maps per-expert names only",
                             'refuse to load: rewrite them per expert (`mtp-lit fuse-experts SRC DST --to split`)'))
@@ -914,4 +915,51 @@ def _missing_shards(lay, infos) -> list:
                 n = f"{name0[:j]}.{e}.{pr}.weight"
                 gaps.append(Gap('missing_draft', n, f'routed expert {e} of {v} has no {pr} (the checkpoint stores it for the other experts)',
                                 'refuse to load: vLLM would leave that expert at its initial values', v))
+    return gaps
+
+# %% ../nbs/02_layouts.ipynb #a3c1e7d2
+def _missing_norms(lay, infos, gaps) -> list:
+    """`missing_draft` gaps for the norm weights of a stored draft that the checkpoint lacks, in a family mtp_lit extends: each
+    norm `synth_mtp_weights` lists (`mtp.pre_fc_norm_hidden`, `enorm`, `shared_head.norm`, `q_a_layernorm` where the config has
+    a `q_lora_rank`, ...), as vLLM 0.32's MTP classes build them, none optional and none with a value of its own: an absent one
+    stays at its initial value. An MTP layer the checkpoint lacks, and a norm beside a module `gaps` already names as missing
+    (`q_a_layernorm` beside an absent `q_a_proj`), are left to those gaps."""
+    if not lay.family.extended or not infos: return []
+    try: want = synth_mtp_weights(lay)
+    except ValueError: return []                  # the config lacks a dimension
+    have, layers = {t.name for t in infos}, {t.mtp_index for t in infos}
+    roots = {lay.ckpt_prefix(i) for i in range(lay.num_mtp_layers)} | {g.rpartition('.')[0] for g in lay.family.ckpt_globals}
+    gone = {g.tensor.rpartition('.')[0] for g in gaps if g.kind == 'missing_draft'} - roots   # blocks with a module named missing
+    out = []
+    for w in want:
+        n = w['name']; t = classify_tensor(n, w['shape'], w['dtype'], lay)
+        if t.role != 'norm' or not n.endswith('.weight') or n in have: continue
+        if (t.mtp_index is not None and t.mtp_index not in layers) or t.module.rpartition('.')[0] in gone: continue
+        out.append(Gap('missing_draft', n, f"{n} is absent, but vLLM's {lay.family.draft_class} builds this norm, with no default",
+                       'serve without MTP, or restore the tensor: vLLM would leave the norm at its initial value', t.vllm_module))
+    return out
+
+# %% ../nbs/02_layouts.ipynb #b8d24f61
+def _block_straddles(lay, infos) -> list:
+    """`block_straddle` gaps for a draft stored in block FP8 for mtp_lit's own draft linears (`mtp_quant_algo: FP8` with a block
+    size, as `mtp-lit quantize --scheme block` writes it; a family mtp_lit extends): a merged linear whose shards are all stored
+    e4m3 and one of them but the last has rows not a multiple of the block's (`straddling_shard`). Its last block of scales would
+    straddle the next shard, and the plugin's FP8 linear refuses the layer at load. Malformed `mtp_quant_*` fields are left to
+    the plugin's own error."""
+    from mtp_lit.options import parse_mtp_quant
+    try: mq = parse_mtp_quant(lay.config)
+    except ValueError: return []
+    if not lay.family.extended or mq.algo != 'FP8' or not mq.block_size: return []
+    from mtp_lit.fp8 import straddling_shard           # (torch) only for a block-FP8 draft
+    (bn, bk), gaps = mq.block_size, []
+    w = {t.module: t for t in infos if _is_weight(t) and t.dtype == 'F8_E4M3'}
+    for m in draft_modules(lay):
+        if m.kind != 'linear' or len(m.shards) < 2 or not all(s in w for s in m.shards): continue
+        rows = [w[s].shape[0] for s in m.shards]
+        if (i := straddling_shard(rows, bn)) is None: continue
+        n = w[m.shards[i]].name
+        gaps.append(Gap('block_straddle', n, f"{bn}x{bk} block FP8 does not fit {m.vllm}: merged shards of {rows} rows, {rows[i]} is not "
+                        f"a multiple of block_n = {bn}, so the last block of {n} would straddle the next shard",
+                        f"refuse to load: {n} ({rows[i]} rows) does not hold whole {bn}-row blocks of {m.vllm}; quantize the draft with "
+                        "per-channel or per-tensor FP8 (mtp-lit quantize --scheme), or with a --block whose rows divide every shard", m.vllm))
     return gaps

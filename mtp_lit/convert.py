@@ -338,7 +338,7 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     finally: readers.clear()
 
 # %% ../nbs/08_convert.ipynb #f3cf570e
-BROKEN_GAPS = ('missing_draft', 'orphan_scale', 'missing_scale', 'scale_shape', 'inconsistent_shards', 'wrong_shape')
+BROKEN_GAPS = ('missing_draft', 'orphan_scale', 'missing_scale', 'scale_shape', 'inconsistent_shards', 'wrong_shape', 'zero_count')
 CHECK_FINITE_MAX_BYTES = 64 * 2**20
 _FLOAT_CODES = {'BF16': torch.bfloat16, 'F16': torch.float16, 'F32': torch.float32, 'F64': torch.float64}
 
@@ -349,17 +349,20 @@ def check_draft(src, tensors: dict, cfg: dict, readers=None) -> None:
     file (or the config field), for: a family mtp_lit does not extend (its row's extended: the result could not
     be served); a gap of kind `BROKEN_GAPS` found by `layouts.find_gaps` (a draft module without tensors, a scale without
     its weight, a quantized weight without its scale, block scales that do not tile the weight, an unpacked draft weight
-    whose shape differs from the one config.json implies); NaN/inf in a draft norm, router, bias or scale, or a float32
+    whose shape differs from the one config.json implies, a stated count of 0 MTP layers); NaN/inf in a draft norm, router, bias or scale, or a float32
     weight scale <= 0 (each such tensor up to `CHECK_FINITE_MAX_BYTES` is read in full; the linears `quantize` converts
     are checked by `quantize_fp8`)."""
+    import warnings
     from mtp_lit.layouts import find_gaps
     from mtp_lit.layouts import FAMILIES
-    src = Path(src); lay = draft_layout(cfg); fam = lay.family
+    hdr = {n: (info['shape'], info['dtype']) for n, (fn, info) in tensors.items()}
+    with warnings.catch_warnings():   # a stated count of 0: the zero_count gap below names it
+        warnings.filterwarnings('ignore', message=r'config.json \S+=0, but the weights hold')
+        src = Path(src); lay = draft_layout(cfg, hdr); fam = lay.family   # the weights' naming, and their count where config.json states 0
     if not fam.extended:
         raise ValueError(f"{src / 'config.json'}: {fam.name} (vLLM {fam.draft_class}) has no mtp_lit draft class; an FP8 draft "
                          f"could not be served (supported: {', '.join(f.registry_key for f in FAMILIES if f.extended)})")
     where = lambda n: f"{src / tensors[n][0]}" if n in tensors else str(src)
-    hdr = {n: (info['shape'], info['dtype']) for n, (fn, info) in tensors.items()}
     qc = cfg.get('quantization_config') or text_config(cfg).get('quantization_config') or None
     bad = [g for g in find_gaps(lay, qc, hdr) if g.kind in BROKEN_GAPS]
     if bad:

@@ -205,7 +205,7 @@ def _count_note(lay, in_weights) -> tuple[str, str | None]:
     if src == 'assumed': return 'assumed 1', f"config.json has no {keys} and vLLM's {fam.draft_class} has no default: 1 MTP layer assumed"
     if src == 'default': return f'default {d}', None
     stated = next((k for k in fam.count_keys if lay.config.get(k) is not None), None)   # 'weights': no count, or a count of 0
-    if stated: return 'from the weights', f"config.json {stated}=0 (vLLM builds no draft), but the weights hold {kw} MTP layers"
+    if stated: return 'from the weights', f"config.json {stated}=0 (vLLM builds no MTP layer), but the weights hold {kw} MTP layers"
     if kw == d: return f'default {d}', None
     built = f"vLLM builds {d} MTP layer(s) (its default)" if d is not None else f"vLLM's {fam.draft_class} has no default and needs it"
     return 'from the weights', (f"config.json has no {keys}: {built}, the weights hold {kw} ({lay.ckpt_prefix(0)} .. "

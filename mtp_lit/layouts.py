@@ -206,7 +206,7 @@ def draft_layout(config, names=None) -> DraftLayout:
     (`ckpt_layer`, `ckpt_alt`) and, where the config states no MTP layer count (or 0), k is the number of layers the weights hold.
     Otherwise a missing count is vLLM's default, or 1 with a warning where vLLM has none. k is at most the family's `max_layers`
     (what vLLM builds). Raises `ValueError` naming the field when
-    `num_hidden_layers` or a stated count is not a non-negative integer, for a count of 0 with no MTP layer in `names`, and for a
+    `num_hidden_layers`, a stated count or the number of routed experts is not a non-negative integer, for a count of 0 with no MTP layer in `names`, and for a
     vLLM-rewritten draft config whose `num_hidden_layers` was zeroed (MiMo, GLM-4.x-Flash)."""
     import warnings
     if isinstance(config, DraftLayout): return config
@@ -222,14 +222,16 @@ def draft_layout(config, names=None) -> DraftLayout:
     k, src = (_int_field(tc, key, 'the number of MTP layers'), key) if key else (kw, 'weights') if kw else (fam.count_default, 'default')
     if k == 0 and key:
         if not kw: raise ValueError(f"config.json {key}=0: the checkpoint has no MTP layer, nothing to draft with")
-        warnings.warn(f"config.json {key}=0, but the weights hold {kw} MTP layer(s) under {naming.format(i=0, n=n)}: using {kw}")
+        warnings.warn(f"config.json {key}=0, but the weights hold {kw} MTP layer(s) under {naming.format(i=0, n=n)}: using {kw} to "
+                      f"describe them; vLLM builds none (find_gaps reports it: set {key}={kw})")
         k, src = kw, 'weights'
     if k is None:
         warnings.warn(f"config.json has no {'/'.join(fam.count_keys)} and vLLM's {fam.draft_class} has no default: assuming 1 MTP layer "
                       "(pass the checkpoint's tensor names to count them from the weights)")
         k, src = 1, 'assumed'
     if fam.max_layers is not None: k = min(k, fam.max_layers)   # vLLM builds no more, and its loader skips the other layers' tensors
-    e = tc.get('num_experts') or tc.get('n_routed_experts') or None
+    ek = next((x for x in ('num_experts', 'n_routed_experts') if tc.get(x)), None)
+    e = _int_field(tc, ek, 'E, the number of routed experts') if ek else None
     return DraftLayout(fam, n, k, e, tc.get('num_experts_per_tok'), tc.get('first_k_dense_replace') or 0, tc.get('moe_layer_freq') or 1,
                        tc.get('q_lora_rank'), tc, '' if naming == fam.ckpt_layer else naming, src)
 
@@ -407,12 +409,13 @@ _HY_SPARSE = ('sparse_attention', 'sparse', 'indexed_attention', 'deepseek_spars
 def synth_mtp_weights(config, experts: str = 'split', dtype: str = 'BF16', expert_ids=None, _strict=True) -> list[dict]:
     """`[{'name', 'shape', 'dtype'}]` of the draft tensors a checkpoint of `config` stores, derived from the config and the family's
     layout (vLLM 0.32 `*_mtp.py`). `experts`: 'split' or 'fused' routed experts; `expert_ids`: which experts to list (default all).
-    Raises `ValueError` for an unknown `experts` value or a config lacking a dimension (naming the field)."""
+    Raises `ValueError` for an unknown `experts` value or a config lacking a dimension or stating one that is not a
+    non-negative integer (naming the field)."""
     if experts not in ('split', 'fused'): raise ValueError(f"experts={experts!r}: expected 'split' or 'fused'")
     lay = draft_layout(config); f, c = lay.family, lay.config
     def g(*keys, default=None):
         for k in keys:
-            if c.get(k) is not None: return c[k]
+            if c.get(k) is not None: return _int_field(c, k, f'a dimension of the {f.name} draft')
         if default is not None or not _strict: return default or 0
         raise ValueError(f"config.json has no {'/'.join(keys)}, needed for the shapes of the {f.name} draft")
     a = lambda n: (f.attn_config + n, n) if f.attn_config else (n, 'swa_' + n)   # the fields of the MTP layer's attention first
@@ -765,8 +768,8 @@ class Gap:
 
     @property
     def fails_load(self) -> bool:
-        "The draft cannot be served: mtp_lit refuses it, or vLLM's loader fails on it (a missing draft tensor, a wrong shape)."
-        return self.refuses or self.kind in ('missing_draft', 'wrong_shape')
+        "The draft cannot be served: mtp_lit refuses it, or vLLM's loader fails on it (a missing draft tensor, a wrong shape, a stated count of 0 MTP layers)."
+        return self.refuses or self.kind in ('missing_draft', 'wrong_shape', 'zero_count')
 
 _PER_TENSOR = {'input_scale', 'weight_scale_2'}
 
@@ -791,6 +794,11 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
     q = remap_exclusions(quant_config, lay); qs = quant_scheme(q)
     infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if _locate(n, lay) is not None]
     gaps = []
+    if tensors and lay.count_source == 'weights' and (key := next((x for x in fam.count_keys if lay.config.get(x) == 0), None)):
+        gaps.append(Gap('zero_count', key, f"config.json {key}=0: vLLM's {fam.draft_class} builds no MTP layer (its loader divides by the count), "
+                        f"but the weights hold {lay.num_mtp_layers} ({lay.ckpt_prefix(0)} ..)",
+                        f"set {key}={lay.num_mtp_layers} in config.json (vLLM 0.32 applies a dict --hf-overrides to the target only, not to "
+                        "the MTP draft), or serve without MTP"))
     if tensors:
         for i in range(lay.num_mtp_layers):
             if not any(t.mtp_index == i for t in infos):

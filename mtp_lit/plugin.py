@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['logger', 'DRAFTS', 'ROWS', 'GENERIC_KEEP', 'GENERIC_PLAIN_LINEARS', 'HOME', 'NO_WINDOW_MLA', 'EAGLE_PREFIX', 'SERVED',
            'BUILT', 'UNPROVEN', 'BUILT_GPU', 'NOT_MTP', 'PROOFS', 'register', 'vllm_draft_class', 'eagle_draft',
-           'proof', 'option_status', 'draft_status', 'DraftBuild', 'vllm_switches', 'read_options', 'check_options',
-           'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups', 'kv_dtype_as_own',
-           'draft_patch', 'attention_window', 'check_window', 'windowed_backend', 'target_quant_dict',
-           'inherited_quant_config', 'swap_plain_linears', 'check_fp8', 'build_draft_head', 'checkpoint_stream',
-           'make_draft_class', 'check_parallel', 'fp8_param_digests']
+           'proof', 'option_status', 'draft_status', 'DraftBuild', 'check_mtp_count', 'vllm_switches', 'read_options',
+           'check_options', 'draft_tensors', 'fp8_storage', 'fp8_storage_unknown', 'draft_quant_lookups',
+           'kv_dtype_as_own', 'draft_patch', 'attention_window', 'check_window', 'windowed_backend',
+           'target_quant_dict', 'inherited_quant_config', 'swap_plain_linears', 'check_fp8', 'build_draft_head',
+           'checkpoint_stream', 'make_draft_class', 'check_parallel', 'fp8_param_digests']
 
 # %% ../nbs/06_plugin.ipynb #f9605e23
 import importlib, logging, os, re
@@ -227,7 +227,8 @@ class DraftBuild:
     @classmethod
     def start(cls, key: str, vllm_config) -> 'DraftBuild | None':
         """Read options and `mtp_quant_algo` for the draft of `vllm_config`; raises `ValueError` naming the option for bad or
-        unsupported values, and for an FP8 plan that does not fit how the checkpoint stores the draft (`fp8_storage`).
+        unsupported values, for a config.json stating 0 MTP layers (`check_mtp_count`, when an option is set),
+        and for an FP8 plan that does not fit how the checkpoint stores the draft (`fp8_storage`).
         None for a generic-path draft with no option set and a checkpoint without `mtp_quant_algo` or an `mtp_lit` section:
         vLLM's own draft, unchanged."""
         extended = key in DRAFTS
@@ -246,9 +247,23 @@ class DraftBuild:
             b.keep += tuple(kept)
             if kept: b.notes.append(f"stored in BF16 by the checkpoint, kept unquantized: {', '.join(kept)}")
         b.draft_vocab = _load_draft_vocab(b)
+        if b.active and b.row is not None: check_mtp_count(b)   # with no option, vLLM's draft as it is
         check_options(key, opts, b.draft_vocab is not None)
         check_parallel(b, getattr(vllm_config, 'parallel_config', None))
         return b
+
+def check_mtp_count(b: 'DraftBuild') -> None:
+    """Raise `ValueError` naming the field when the checkpoint's config.json states 0 MTP layers (the row's count field, e.g.
+    `mtp_num_hidden_layers`, `num_nextn_predict_layers`): vLLM builds no MTP layer then, and its loader divides by the count."""
+    from mtp_lit.layouts import text_config, weight_mtp_layers
+    tc = text_config(b.config)
+    key = next((k for k in b.row.count_keys if tc.get(k) is not None), None)
+    if key is None or tc[key] != 0: return
+    held = len(weight_mtp_layers(b.tensors, b.config)) if b.tensors else 0
+    n = f"set {key}={held} (the MTP layers the weights hold)" if held else f"set {key} to the number of MTP layers the weights hold"
+    raise ValueError(f"{Path(b.model_dir or '.') / 'config.json'} {key}=0: vLLM builds no MTP layer for this checkpoint; {n} in "
+                     "config.json (vLLM applies a dict --hf-overrides to the target only), or serve without MTP")
+
 
 # %% ../nbs/06_plugin.ipynb #a6f09e90
 import json

@@ -115,7 +115,8 @@ def tiny_mtp_checkpoint(path, family: str = 'qwen3_5', hidden: int = 64, n_exper
         cfg = dict(architectures=['DeepseekV3ForCausalLM'], model_type='deepseek_v3', hidden_size=H, num_hidden_layers=L,
                    num_nextn_predict_layers=1, vocab_size=V, n_routed_experts=E, moe_intermediate_size=F, q_lora_rank=ql,
                    kv_lora_rank=kvl, qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=vd, num_attention_heads=nh,
-                   n_shared_experts=1, num_experts_per_tok=2)
+                   n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=0, moe_layer_freq=1, n_group=1, topk_group=1,
+                   topk_method='noaux_tc', scoring_func='sigmoid', norm_topk_prob=True, routed_scaling_factor=1.0)   # MoE at every layer (transformers' default: dense below 3)
         if fp8_block:
             for n in [n for n in mtp if fp8_target(n, mtp[n].shape, 'BF16', cfg) and not n.endswith('eh_proj.weight')]:
                 mtp[n], mtp[n + '_scale_inv'] = quantize_fp8(mtp[n], 'block', (128, 128), name=n)

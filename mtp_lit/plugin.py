@@ -172,6 +172,7 @@ class DraftBuild:
     swapped: list = field(default_factory=list)       # plain nn.Linear modules replaced by vLLM linears
     notes: list = field(default_factory=list)         # what the layout checks found and fixed (logged)
     target_quantized: bool = False   # the draft inherits a quantized target's config (packed integer tensors are then legal)
+    ckpt_quantized: bool = False     # the checkpoint has a quant config (the target's tensors may be packed integers)
     load_format: str = 'auto'        # vLLM's --load-format; 'dummy' reads no weights (random ones, for benchmarks)
     _tensors: dict | None = None
 
@@ -239,7 +240,8 @@ class DraftBuild:
             b.notes.append(f"{' and '.join(idle)} set, but the draft is not FP8: no effect (MTP_FP8=1, mtp_lit.fp8 or "
                            "speculative_config.quantization='fp8' turn it on)")
         b._gpu_fallback(vllm_config, mq)   # may turn an online FP8 plan off, with a note of its own
-        b.target_quantized = b.plan.mode == 'inherit' and vllm_config.quant_config is not None
+        b.ckpt_quantized = vllm_config.quant_config is not None
+        b.target_quantized = b.plan.mode == 'inherit' and b.ckpt_quantized
         b.load_format = getattr(getattr(vllm_config, 'load_config', None), 'load_format', 'auto')
         b.keep = b.keep_unquantized
         if b.plan.fp8 and b.config:
@@ -780,6 +782,12 @@ def _kv_cache_scales(draft) -> set:
     return {f"{n}.{p}" if n else p for n, m in draft.named_modules() if isinstance(getattr(m, 'quant_method', None), BaseKVCacheMethod)
             for p in ('q_scale', 'k_scale', 'v_scale', 'prob_scale') if isinstance(getattr(m, p, None), torch.nn.Parameter)}
 
+def _targets_quantized_shared(b, name, w) -> bool:
+    """Is checkpoint tensor `name` the target's quantized LM head or embedding (its packed weight or a scale), which a draft
+    that does not inherit the target's quant config cannot load? vLLM gives the draft the target's module after loading."""
+    return (not b.target_quantized and b.ckpt_quantized and name not in b.tensors and any(s in name for s in _SHARED_FROM_TARGET)
+            and (not w.is_floating_point() or '_scale' in name.rpartition('.')[2]))
+
 def _load_weights(self, base, weights):
     b = self._mtp_lit
     if b is None: return base.load_weights(self, weights)   # the generic path with no option: vLLM's own draft
@@ -789,8 +797,10 @@ def _load_weights(self, base, weights):
     def stream():
         import torch
         for name, w in checkpoint_stream(b, weights, rows):
+            if _targets_quantized_shared(b, name, w): continue
             if not (w.is_floating_point() or b.target_quantized):
-                raise ValueError(f"checkpoint tensor {name}: dtype {w.dtype} where the {b.key} draft expects a float tensor")
+                if name in b.tensors or not (b.tensors or b.ckpt_quantized):   # the draft's own (or, with no layout, any unquantized)
+                    raise ValueError(f"checkpoint tensor {name}: dtype {w.dtype} where the {b.key} draft expects a float tensor")
             cur.update(name=name, shape=list(w.shape), dtype=w.dtype)
             yield name, w
     try:

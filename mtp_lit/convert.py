@@ -12,7 +12,7 @@ import fnmatch, json, math, os, re, sys, argparse
 from copy import deepcopy
 from pathlib import Path
 import torch
-from .fp8 import quantize_fp8, fp8_scale_shape, straddling_shard, SCHEMES, SCALE_FMTS
+from .fp8 import quantize_fp8, dequantize_fp8, fp8_scale_shape, straddling_shard, SCHEMES, SCALE_FMTS
 from .options import read_config, with_mtp_lit_section, lm_holder
 from .ckpt_io import (DTYPE_BYTES, INDEX, TensorOut, VariantPlan, json_text, list_tensors, new_index, plan_rest, raw_chunks,
                              raw_entry, read_safetensors_header, run_cli, st_order, tensor_bytes, write_checkpoint, write_safetensors,
@@ -59,7 +59,7 @@ def tiny_mtp_checkpoint(path, family: str = 'qwen3_5', hidden: int = 64, n_exper
     """Write a tiny checkpoint with real tensor names to directory `path` (created) and return it: `config.json`,
     `model.safetensors` or `shards` shards + `model.safetensors.index.json` (the MTP tensors in the last shard).
     `family`: 'qwen3_5' | 'qwen3_5_moe' | 'deepseek_v3' | 'mimo'; `experts`: 'split' | 'fused' MTP routed experts
-    (qwen3_5_moe); `fp8_block`: store the DeepSeek MTP linears in FP8 with 128x128 `weight_scale_inv` (as DeepSeek-R1)
+    (qwen3_5_moe); `fp8_block`: store the DeepSeek MTP linears in FP8 with 128x128 `weight_scale_inv` (as DeepSeek-R1: every MTP linear but `eh_proj`, MLA's `kv_b_proj` included)
     and a `quantization_config`. Weights: N(0, 0.02²) in `dtype`, norms 1. Raises ValueError for an unknown family."""
     if family not in ('qwen3_5', 'qwen3_5_moe', 'deepseek_v3', 'mimo'): raise ValueError(f"unknown family {family!r}; allowed: qwen3_5, qwen3_5_moe, deepseek_v3, mimo")
     if experts not in ('split', 'fused'): raise ValueError(f"experts must be 'split' or 'fused', got {experts!r}")
@@ -118,7 +118,7 @@ def tiny_mtp_checkpoint(path, family: str = 'qwen3_5', hidden: int = 64, n_exper
                    n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=0, moe_layer_freq=1, n_group=1, topk_group=1,
                    topk_method='noaux_tc', scoring_func='sigmoid', norm_topk_prob=True, routed_scaling_factor=1.0)   # MoE at every layer (transformers' default: dense below 3)
         if fp8_block:
-            for n in [n for n in mtp if fp8_target(n, mtp[n].shape, 'BF16', cfg) and not n.endswith('eh_proj.weight')]:
+            for n in [n for n in mtp if (fp8_target(n, mtp[n].shape, 'BF16', cfg) or n.endswith('kv_b_proj.weight')) and not n.endswith('eh_proj.weight')]:
                 mtp[n], mtp[n + '_scale_inv'] = quantize_fp8(mtp[n], 'block', (128, 128), name=n)
             cfg['quantization_config'] = {'activation_scheme': 'dynamic', 'fmt': 'e4m3', 'quant_method': 'fp8', 'weight_block_size': [128, 128]}
     else:  # mimo
@@ -237,6 +237,23 @@ def _quant_entries(readers: _Readers, st_file: Path, name: str, info: dict, sche
     return (TensorOut(name, 'F8_E4M3', shape, math.prod(shape), part('q')),
             TensorOut(fp8_scale_name(name, scheme), 'F32', sshape, 4 * math.prod(sshape), part('s')))
 
+def _kept_fp8(tensors: dict, lay) -> dict:
+    """`{weight: scale}` of the draft modules the plugin keeps unquantized (its row's keep_unquantized: MLA's `kv_b_proj`)
+    that the checkpoint stores in FP8 with a scale (DeepSeek-R1's MTP layer): `quantize` widens them to BF16."""
+    out = {}
+    for name, (fn, info) in tensors.items():
+        if not info['dtype'].startswith('F8') or not name.endswith('.weight'): continue
+        t = classify_tensor(name, info['shape'], info['dtype'], lay)
+        if t.is_draft and (t.module or '').endswith(lay.family.keep_unquantized):
+            out[name] = next((n for n in (name + '_scale_inv', name + '_scale') if n in tensors), None)
+    return out
+
+def _widened_entry(readers: _Readers, src: Path, tensors: dict, name: str, scale: str, block) -> TensorOut:
+    "BF16 `name`: its e4m3 codes times `scale` (`dequantize_fp8`), computed when it is written."
+    (fn, info), (sfn, _) = tensors[name], tensors[scale]
+    def gen(): yield tensor_bytes(dequantize_fp8(readers[src / fn].get_tensor(name), readers[src / sfn].get_tensor(scale), block, torch.bfloat16))
+    return TensorOut(name, 'BF16', list(info['shape']), 2 * math.prod(info['shape']), gen)
+
 def _set_mtp_config(cfg: dict, scheme: str, block, scale_fmt: str, converted_from: str) -> dict:
     cfg = deepcopy(cfg); tgt = lm_holder(cfg)
     for c in {id(cfg): cfg, id(tgt): tgt}.values():
@@ -253,8 +270,9 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
     The MTP draft's linear weights (see `mtp_linear_kind`; `experts=False` keeps routed experts in BF16) become
     float8_e4m3fn `[N, K]` (fused experts `[E, N, K]`) plus float32 scales named `*.weight_scale` (per-tensor `[1]`,
     per-channel `[N, 1]`) or `*.weight_scale_inv` (block `[ceil(N/bn), ceil(K/bk)]`), computed by `quantize_fp8`;
-    all other tensors and files are unchanged (shards without MTP tensors hard-linked, or copied if `link=False` or
-    linking fails). Rewrites the index or `model.safetensors`, config.json (`mtp_quant_algo` etc., `mtp_lit` section)
+    draft modules the plugin keeps unquantized but the checkpoint stores in FP8 (DeepSeek-R1's MLA `kv_b_proj`) are widened to
+    BF16 (their scales dropped); all other tensors and files are unchanged (shards without MTP tensors hard-linked, or copied
+    if `link=False` or linking fails). Rewrites the index or `model.safetensors`, config.json (`mtp_quant_algo` etc., `mtp_lit` section)
     and the target quant config's exclusion lists (`fix_exclusions`). `scale_fmt='ue8m0'` needs `scheme='block'`.
     Atomic (`ckpt_io.atomic_dir`), streaming (one tensor in memory), deterministic. Raises FileExistsError if `dst`
     exists and not `overwrite`; OSError(ENOSPC) naming needed vs free bytes; ValueError for an unknown scheme, a
@@ -300,17 +318,23 @@ def quantize(src, dst, scheme: str = 'per-tensor', scale_fmt: str = 'float32', b
         if scale_fmt != fmt:
             raise ValueError(f"{src}: {len(already)} MTP linear(s) are already FP8 with {fmt} scales (e.g. {already[0]!r}); convert "
                              f"the rest with the same scale format: scale_fmt={fmt!r}")
+    widen = _kept_fp8(tensors, lay)
+    if (bad := next((n for n, sc in widen.items() if sc is None), None)):
+        raise ValueError(f"{src / tensors[bad][0]}: {bad!r} is stored in FP8 without a scale tensor, and the draft keeps it unquantized")
+    wblock = tuple((qc or {}).get('weight_block_size') or block)
     # shards
     plan, out_names = VariantPlan(), {}
-    for fn in sorted(set(targets.values())):
+    for fn in sorted(set(targets.values()) | {tensors[n][0] for n in (*widen, *widen.values())}):
         hdr, meta, _ = shards[fn]
         ents = []
         for name, info in hdr.items():
-            if tensors.get(name, (None,))[0] != fn: continue
+            if tensors.get(name, (None,))[0] != fn or name in widen.values(): continue
             if name in targets: ents += _quant_entries(readers, src / fn, name, info, scheme, block, scale_fmt)
+            elif name in widen: ents.append(_widened_entry(readers, src, tensors, name, widen[name], wblock))
             else: ents.append(raw_entry(src, shards, fn, name, info))
         plan.shards[fn] = (sorted(ents, key=lambda e: e.name), meta)   # weight next to its scale
     for name, (fn, info) in tensors.items():
+        if name in widen.values(): continue
         b, e = info['data_offsets']; out_names[name] = (fn, e - b)
     for fn, (ents, _) in plan.shards.items():
         for e in ents: out_names[e.name] = (fn, e.nbytes)

@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts', 'special_token_ids', 'frequency_order',
            'rank_draft_vocab', 'validate_draft_vocab_ids', 'd2t_offsets', 't2d_mask', 'coverage_curve', 'coverage_at',
-           'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'build_draft_vocab',
-           'DraftVocab', 'has_draft_vocab', 'convert_legacy_draft_vocab', 'load_draft_vocab', 'parse_draft_vocab_size',
-           'draft_vocab_cli']
+           'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'nvfp4_rows',
+           'build_draft_vocab', 'DraftVocab', 'has_draft_vocab', 'convert_legacy_draft_vocab', 'load_draft_vocab',
+           'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
 import json, os
@@ -257,12 +257,29 @@ def lm_head_tensor(ckpt, config: dict) -> tuple:
 
 # %% ../nbs/09_draft_vocab.ipynb #a57cde77
 _ST_DTYPES = (torch.int64, torch.bfloat16, torch.float16, torch.float32)
+_E2M1 = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6])   # FP4 e2m1 code -> value (bit 3: sign)
+
+def nvfp4_rows(packed: torch.Tensor, # uint8 [N, K/2]: two e2m1 codes per byte, the low nibble first
+               scale: torch.Tensor,  # e4m3 [N, K/group]: `weight_scale`, one per group of 16 columns
+               scale_2: torch.Tensor, # float32 scalar: `weight_scale_2`, the global scale
+              ) -> torch.Tensor:
+    "A ModelOpt NVFP4 weight's rows in BF16: code value × its group's scale × the global scale."
+    codes = torch.stack((packed & 0x0F, packed >> 4), -1).flatten(-2).long()
+    w = _E2M1[codes].unflatten(-1, (scale.shape[-1], -1)) * scale.float().unsqueeze(-1)
+    return (w.flatten(-2) * scale_2.float()).to(torch.bfloat16)
 
 def _read_rows(ckpt: Path, fname: str, name: str, ids: torch.Tensor) -> torch.Tensor:
     with _st_open(ckpt / fname) as f:
         if name not in f.keys(): raise ValueError(f"{ckpt / fname}: no tensor {name!r} (the index names this file for it)")
-        return f.get_tensor(name).index_select(0, ids).contiguous()
-
+        rows = f.get_tensor(name).index_select(0, ids).contiguous()
+    if rows.dtype in _ST_DTYPES: return rows
+    files = _tensor_files(ckpt); sc = [name + '_scale', name + '_scale_2']
+    if rows.dtype != torch.uint8 or not all(s in files for s in sc):
+        raise ValueError(f"{ckpt / fname}: the LM head {name!r} is stored {rows.dtype}; the draft head's rows are read from a float "
+                         f"head or an NVFP4 one (uint8 codes with {sc[0]!r} and {sc[1]!r})")
+    with _st_open(ckpt / files[sc[0]]) as f: s = f.get_tensor(sc[0]).index_select(0, ids)
+    with _st_open(ckpt / files[sc[1]]) as f: s2 = f.get_tensor(sc[1])
+    return nvfp4_rows(rows, s, s2)
 
 # %% ../nbs/09_draft_vocab.ipynb #f88658f6
 def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None, skip=(), moved=()) -> Path:
@@ -414,13 +431,16 @@ def _check_rows(ckpt: Path, config: dict, ids, rows_file: str, rows_name: str, i
         rshape, hshape = tuple(rows.get_shape()), tuple(head.get_shape())
         if rshape[0] != K:
             raise ValueError(f"K mismatch: {rows_file}:{rows_name} has {rshape[0]} rows, {ids_where} has {K} ids")
-        if len(rshape) != 2 or rshape[1] != H or hshape[1:] != rshape[1:]:
+        nv = head.get_dtype() == 'U8'      # an NVFP4 head (two codes per byte): the rows are its values (`nvfp4_rows`)
+        if len(rshape) != 2 or rshape[1] != H or hshape[1] * (1 + nv) != rshape[1]:
             raise ValueError(f"{rows_file}:{rows_name}: shape {list(rshape)}, expected [{K}, {H}] like {head_name} {list(hshape)}")
-        if rows.get_dtype() != head.get_dtype():
+        if rows.get_dtype() != head.get_dtype() and not nv:
             raise ValueError(f"{rows_file}:{rows_name}: dtype {rows.get_dtype()} differs from {head_file}:{head_name} {head.get_dtype()}")
-        for i in _sample_rows(K, check_rows):
+        sample = _sample_rows(K, check_rows)
+        ref = dict(zip(sample, _read_rows(ckpt, head_file, head_name, ids[sample]).split(1))) if nv else {}
+        for i in sample:
             t = int(ids[i])
-            if not torch.equal(rows[i:i + 1], head[t:t + 1]):
+            if not torch.equal(rows[i:i + 1], ref[i] if nv else head[t:t + 1]):
                 raise ValueError(f"{rows_file}:{rows_name} row {i} differs from {head_file}:{head_name} row {t} (= ids[{i}]): "
                                  f"the draft head does not match this checkpoint's LM head")
 

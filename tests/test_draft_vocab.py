@@ -63,3 +63,23 @@ def test_d2t_matches_vllm_local_argmax():
     full = torch.full((16, V), float('-inf')); full[:, ids] = sub    # the scatter of the seed patch / EAGLE-3 compute_logits
     assert torch.equal(top, full.argmax(-1))
     assert (d2t_offsets(ids) >= 0).all() and (d2t_offsets(ids).diff() >= 0).all()
+
+
+def test_nvfp4_head_rows_match_vllm_dequantisation(ckpt, tmp_path):
+    """An NVFP4 LM head (uint8 codes, e4m3 group scales, a global scale; nvidia/Qwen3.6-27B-NVFP4's W4A16 lm_head): the draft
+    head's rows are vLLM's own dequantisation of those rows, bit for bit."""
+    from vllm.model_executor.layers.quantization.utils.nvfp4_emulation_utils import dequantize_to_dtype
+    ck, corpus = ckpt
+    sd = load_file(str(ck / 'model.safetensors'))
+    V, H = sd['lm_head.weight'].shape
+    g = torch.Generator().manual_seed(0)
+    sd['lm_head.weight'] = torch.randint(0, 256, (V, H // 2), dtype=torch.uint8, generator=g)
+    sd['lm_head.weight_scale'] = (torch.rand(V, H // 16, generator=g) * 4).to(torch.float8_e4m3fn)
+    sd['lm_head.weight_scale_2'] = torch.tensor(0.037)
+    nv = write_checkpoint(tmp_path / 'nv', json.loads((ck / 'config.json').read_text()), sd,
+                          files={p.name: p for p in ck.iterdir() if p.name not in ('config.json', 'model.safetensors')})
+    dv = load_draft_vocab(build_draft_vocab(nv, corpus, 64, out=tmp_path / 'nv-dv', progress=False))
+    rows = load_file(str(tmp_path / 'nv-dv' / DRAFT_VOCAB_FILE))[dv.rows_name]
+    want = dequantize_to_dtype(sd['lm_head.weight'][dv.ids], sd['lm_head.weight_scale'][dv.ids], sd['lm_head.weight_scale_2'],
+                               torch.bfloat16, 16, swizzle=False)
+    assert rows.dtype == torch.bfloat16 and torch.equal(rows, want)

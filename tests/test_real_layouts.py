@@ -42,15 +42,10 @@ CPU_LIMITS = {   # error text -> the vLLM-on-CPU limit it shows (the checkpoint 
 REFUSE = {   # case -> the refusal that is the right outcome
     **{f'{n}|{o}': 'in F8_E4M3 already' for n in FP8_BLOCK_DRAFT for o in ('fp8', 'fp8-block')},
 }
-BUG_A = "mtp_lit bug (a): MTP_FP8 / quantize on an NVFP4 checkpoint refused for the target's packed uint8 tensors"
-BUG_B = "mtp_lit bug (b): quantize --scheme block copies the FP8 kv_b_proj that the plugin keeps BF16"
-BUG_C = "mtp_lit bug (c): draft-vocab on an NVFP4 lm_head (W4A16) writes packed uint8 head rows"
-BUG_D = ("suspected mtp_lit bug (d), new: draft-vocab on a tied-embedding checkpoint (Qwen3.5-4B) writes its `mtp_lit` section "
+BUG_D = ("suspected mtp_lit bug (d): draft-vocab on a tied-embedding checkpoint (Qwen3.5-4B) writes its `mtp_lit` section "
          "into text_config, after which vLLM builds the draft untied (config.tie_word_embeddings False): lm_head.weight [V, H] "
          "allocated and never written")
-XFAIL = {**{f'{n}|{o}': BUG_A for n in NVFP4 for o in ('fp8', 'fp8-block', 'quantized')},
-         **{f'{n}|quantized': BUG_B for n in FP8_BLOCK_DRAFT},
-         'nvidia-Qwen3.6-27B-NVFP4|draft-vocab': BUG_C, 'Qwen3.5-4B|draft-vocab': BUG_D}
+XFAIL = {'Qwen3.5-4B|draft-vocab': BUG_D}
 
 
 def _options(name):

@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts', 'special_token_ids', 'frequency_order',
            'rank_draft_vocab', 'validate_draft_vocab_ids', 'd2t_offsets', 't2d_mask', 'coverage_curve', 'coverage_at',
-           'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'lm_head_tensor', 'nvfp4_rows',
-           'build_draft_vocab', 'DraftVocab', 'has_draft_vocab', 'convert_legacy_draft_vocab', 'load_draft_vocab',
-           'parse_draft_vocab_size', 'draft_vocab_cli']
+           'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'legacy_rows_name', 'lm_head_tensor',
+           'nvfp4_rows', 'build_draft_vocab', 'DraftVocab', 'has_draft_vocab', 'convert_legacy_draft_vocab',
+           'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
 import json, os
@@ -206,7 +206,8 @@ def draft_vocab_tensor_names(config: dict, names=None) -> tuple:
     loader skips them as it skips the draft's, and mtp_lit takes them out of the draft's load): by the family's row of
     `mtp_lit.layouts.FAMILIES` (`mtp.`,
     `model.layers.{N}.shared_head.`, `model.mtp_layers.0.`); else, for a draft class with no row, in the first draft-like group
-    of the checkpoint tensor `names` (`layouts.draft_like_group`: `model.mtp_block.0.`, `model.layers.{N}.`): every reader has them. Raises `ValueError`
+    of the checkpoint tensor `names` (`layouts.draft_like_group`: `model.mtp_block.0.`, `model.layers.{N}.`): every reader has them. The rows
+    are `P.draft_head.weight`: no name ends in `lm_head.weight` (see above; `legacy_rows_name`: the former one). Raises `ValueError`
     naming the config fields when none of these tells (no row, and no draft-like name among `names`)."""
     n = text_config(config).get('num_hidden_layers')
     try: fam = detect_family(config)
@@ -214,13 +215,24 @@ def draft_vocab_tensor_names(config: dict, names=None) -> tuple:
         groups = sorted({g for x in names or () if (g := draft_like_group(x, n))})
         if not groups: raise ValueError(f"{e}; and no tensor name of the checkpoint looks like an MTP draft's, to place a draft "
                                         "vocabulary beside") from None
-        return groups[0] + '.draft_vocab_ids', groups[0] + '.draft_lm_head.weight'
+        return groups[0] + '.draft_vocab_ids', groups[0] + '.draft_head.weight'
     if fam.ckpt_globals: p = fam.ckpt_globals[0].rpartition('.')[0] + '.'          # Qwen: beside mtp.fc
     else:
         if '{n}' in fam.ckpt_layer and (isinstance(n, bool) or not isinstance(n, int)):
             raise ValueError(f"config.json num_hidden_layers={n!r}: needed to place the draft vocabulary of a {fam.name} checkpoint")
         p = fam.ckpt_layer.format(i=0, n=n) + '.' + (fam.head.rpartition('.')[0] + '.' if fam.head else '')   # beside shared_head.head
-    return p + 'draft_vocab_ids', p + ('draft_head.weight' if fam.head else 'draft_lm_head.weight')
+    return p + 'draft_vocab_ids', p + 'draft_head.weight'
+
+def legacy_rows_name(rows_name: str) -> str | None:
+    """The name older mtp_lit versions (and the downstream Qwen3.5 patch) stored the head rows `rows_name` under: `P.draft_lm_head.weight`
+    for `P.draft_head.weight`; None where the name never changed (`shared_head.draft_head.weight`). vLLM ≥ 0.32 reads a name
+    ending in `lm_head.weight` as an untied LM head, so that name is read, never written."""
+    if 'shared_head.' in rows_name or not rows_name.endswith('.draft_head.weight'): return None
+    return rows_name[:-len('draft_head.weight')] + 'draft_lm_head.weight'
+
+def _tied(config: dict) -> bool:
+    "`tie_word_embeddings` of a parsed config.json (top-level, else `text_config`)."
+    return bool(config.get('tie_word_embeddings', text_config(config).get('tie_word_embeddings', False)))
 
 def _has_row(config: dict) -> bool:
     try: detect_family(config); return True
@@ -247,8 +259,7 @@ def lm_head_tensor(ckpt, config: dict) -> tuple:
     (`model.embed_tokens.weight`, `model.language_model.embed_tokens.weight`) when `tie_word_embeddings` is true
     (top-level or `text_config`). Raises `ValueError` naming what is missing."""
     files = _tensor_files(Path(ckpt))
-    tc = text_config(config)
-    tied = bool(config.get('tie_word_embeddings', tc.get('tie_word_embeddings', False)))
+    tied = _tied(config)
     heads = ['lm_head.weight', 'model.language_model.lm_head.weight', 'language_model.lm_head.weight']
     embeds = ['model.embed_tokens.weight', 'model.language_model.embed_tokens.weight', 'language_model.model.embed_tokens.weight']
     for n in (embeds if tied else heads):
@@ -282,11 +293,14 @@ def _read_rows(ckpt: Path, fname: str, name: str, ids: torch.Tensor) -> torch.Te
     return nvfp4_rows(rows, s, s2)
 
 # %% ../nbs/09_draft_vocab.ipynb #f88658f6
+import dataclasses
+
 def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=None, skip=(), moved=()) -> Path:
     """Write the draft vocabulary (`tensors`, may be empty: K = V; `record` for config.json's `mtp_lit` section) into a
     variant of checkpoint `ckpt` with `ckpt_io.write_variant` (see above): at `out` (must not exist), or over `ckpt`
     itself when `out` is None; the files named in `skip` are left out. `moved`: names of tensors in the checkpoint's
-    shards that go, bit for bit, into the draft vocab file too (their shards are rewritten without them); one also in
+    shards that go, bit for bit, into the draft vocab file too (their shards are rewritten without them), or a dict
+    `{name in the shards: name in the draft vocab file}` that renames them on the way; one whose new name is also in
     `tensors` is replaced by that tensor. Returns the
     destination. Raises `FileExistsError` for an existing `out`, `ValueError` for a tensor dtype outside `_ST_DTYPES`,
     `OSError(ENOSPC)` (needed vs free bytes) before writing anything."""
@@ -296,9 +310,10 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
         if t.dtype not in _ST_DTYPES: raise ValueError(f"{DRAFT_VOCAB_FILE}: tensor {n!r} has dtype {t.dtype}; expected one of {list(_ST_DTYPES)}")
     plan, skip = VariantPlan(text={'config.json': json_text(with_mtp_lit_section(config, **record))}), {DRAFT_VOCAB_FILE, *skip}
     entries = [tensor_entry(n, t) for n, t in tensors.items()]
+    moved = dict(moved) if isinstance(moved, dict) else {n: n for n in moved}
     if moved:
         have, shards = list_tensors(ckpt)
-        entries += [raw_entry(ckpt, shards, have[n][0], n, have[n][1]) for n in moved if n not in tensors]
+        entries += [dataclasses.replace(raw_entry(ckpt, shards, have[n][0], n, have[n][1]), name=d) for n, d in moved.items() if d not in tensors]
         for fn in {have[n][0] for n in moved}:
             keep = [raw_entry(ckpt, shards, fn, n, info) for n, (f, info) in have.items() if f == fn and n not in moved]
             if keep: plan.shards[fn] = (st_order(keep), shards[fn][1])
@@ -306,8 +321,8 @@ def _write_variant(ckpt: Path, config: dict, tensors: dict, record: dict, out=No
     if entries: plan.shards[DRAFT_VOCAB_FILE] = (st_order(entries), {'format': 'pt', 'producer': 'mtp_lit.draft_vocab'})
     index = read_index(ckpt)
     if index is not None:
-        wm = {k: v for k, v in index['weight_map'].items() if v != DRAFT_VOCAB_FILE}
-        plan.text[INDEX] = json_text({**index, 'weight_map': {**wm, **{k: DRAFT_VOCAB_FILE for k in [*tensors, *moved]}}})
+        wm = {k: v for k, v in index['weight_map'].items() if v != DRAFT_VOCAB_FILE and k not in moved}
+        plan.text[INDEX] = json_text({**index, 'weight_map': {**wm, **{k: DRAFT_VOCAB_FILE for k in [*tensors, *moved.values()]}}})
     plan_rest(ckpt, plan, skip=skip, in_place=out is None)   # K = V: a stale draft vocab file is dropped
     return write_variant(ckpt, ckpt if out is None else out, plan, in_place=out is None, hidden=True)
 
@@ -344,10 +359,11 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     if out is not None and Path(out).exists(): raise FileExistsError(f"--out {out} already exists")
     names = _tensor_files(ckpt)
     ids_name, rows_name = draft_vocab_tensor_names(config, names)
-    stale = {n: f for n, f in names.items() if n in (ids_name, rows_name) and f != DRAFT_VOCAB_FILE}
+    ours = (ids_name, rows_name, legacy_rows_name(rows_name))
+    stale = {n: f for n, f in names.items() if n in ours and f != DRAFT_VOCAB_FILE}
     pre = _mtp_prefix(ids_name)
     if _has_row(config): lay = draft_layout(config, names); pre, has = lay.ckpt_prefix(0) + '.', weight_mtp_layers(names, lay)   # an MTP layer, not globals alone
-    else: has = any(n.startswith(pre) and n not in (ids_name, rows_name) for n in names)
+    else: has = any(n.startswith(pre) and n not in ours for n in names)
     if not has:
         raise ValueError(f"{ckpt}: no MTP layer (no tensor under {pre!r}); a draft vocabulary serves an MTP draft, and this "
                          "checkpoint has none")
@@ -386,7 +402,8 @@ def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     """Convert a legacy draft vocabulary (`mtp_draft_vocab_ids.pt`) of checkpoint `ckpt` to `draft_vocab.safetensors` and
     config.json's record, in `ckpt` or in a new variant at `out`; the `.pt` is left out of the result. Returns the
     directory written. Head rows already in the shards are checked against the LM head first (all of them) and moved into
-    `draft_vocab.safetensors`, the layout `build_draft_vocab` writes (sorted with their ids where the `.pt` is not); all V ids write the full-head record (no tensors).
+    `draft_vocab.safetensors`, the layout `build_draft_vocab` writes (sorted with their ids where the `.pt` is not; under the
+    name `draft_vocab_tensor_names` gives, renamed from the patch's `mtp.draft_lm_head.weight`); all V ids write the full-head record (no tensors).
     Raises `FileNotFoundError` (no `.pt`), `ValueError` naming the file (anything but a 1-D tensor of ids, ids out of
     range or duplicated, stored rows that are not the LM head's at those ids, a draft vocabulary already recorded)."""
     ckpt = Path(ckpt); src = ckpt / LEGACY_IDS_FILE
@@ -405,12 +422,14 @@ def convert_legacy_draft_vocab(ckpt, out=None) -> Path:
     ids_name, rows_name = draft_vocab_tensor_names(config)
     V = _vocab_size(config)
     files = _tensor_files(ckpt)
-    if rows_name in files:    # rows stored in the shards, in the order of the .pt (any order: the legacy head scattered by index)
+    old = legacy_rows_name(rows_name)                                  # the downstream patch's `mtp.draft_lm_head.weight`
+    stored = rows_name if rows_name in files else old if old in files else None
+    if stored:    # rows stored in the shards, in the order of the .pt (any order: the legacy head scattered by index)
         order = torch.sort(ids); validate_draft_vocab_ids(order.values, V, str(src))
-        _check_rows(ckpt, config, ids, files[rows_name], rows_name, str(src), check_rows=ids.numel())
+        _check_rows(ckpt, config, ids, files[stored], stored, str(src), check_rows=ids.numel())
         if torch.equal(order.values, ids): tensors = {ids_name: ids}   # the rows move bit for bit into the draft vocab file
-        else: tensors = {ids_name: order.values, rows_name: _read_rows(ckpt, files[rows_name], rows_name, order.indices)}   # sorted with their ids
-        moved = (rows_name,)                                           # out of their shard: the layout build_draft_vocab writes
+        else: tensors = {ids_name: order.values, rows_name: _read_rows(ckpt, files[stored], stored, order.indices)}   # sorted with their ids
+        moved = {stored: rows_name}                                    # out of their shard, under the name build_draft_vocab writes
     else:
         ids = validate_draft_vocab_ids(torch.sort(ids).values, V, str(src))
         head_name, head_file = lm_head_tensor(ckpt, config)
@@ -453,8 +472,10 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     `FileNotFoundError` for a missing draft vocab file or shard and `ValueError`, naming the file and tensor, for a
     truncated or corrupt file, for ids out of range / duplicated / unsorted / not int64, a K mismatch
     between config.json, the ids and the rows, rows of the wrong width or dtype, an unconverted legacy `.pt`, or rows that
-    differ from the LM head's rows at those ids (`check_rows` rows compared, all if K <= check_rows). `weights=False` (vLLM's `--load-format dummy`: no
-    weights are read) checks the ids alone."""
+    differ from the LM head's rows at those ids (`check_rows` rows compared, all if K <= check_rows). Rows under the name
+    older mtp_lit versions wrote (`legacy_rows_name`) are read, and refused (`ValueError` naming the file and tensor: re-run
+    `mtp-lit draft-vocab`) on a `tie_word_embeddings` checkpoint, which vLLM ≥ 0.32 would untie for them. `weights=False`
+    (vLLM's `--load-format dummy`: no weights are read) checks the ids alone (and the rows' name in the draft vocab file)."""
     ckpt = Path(ckpt_dir)
     if config is None: config = read_config(ckpt)
     sec = mtp_lit_section(config) or {}
@@ -484,8 +505,15 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     if ids.numel() != K:
         raise ValueError(f"K mismatch: config.json mtp_lit.draft_vocab_size={K} but {fname}:{ids_name} has {ids.numel()} ids")
     if K == V: return None          # sorted, unique, in range and V of them: the identity map
+    old, files = legacy_rows_name(rows_name), {} if rows_name in keys or not weights else _tensor_files(ckpt)
+    if old and rows_name not in keys and rows_name not in files and (old in keys or old in files):   # written by an older mtp_lit
+        if _tied(config):
+            raise ValueError(f"{fname if old in keys else files[old]}:{old}: the draft head rows under the name older mtp_lit versions "
+                             "wrote, which vLLM >= 0.32 reads as an untied lm_head: on this tie_word_embeddings checkpoint it would "
+                             f"allocate an lm_head the checkpoint never writes. Re-run `mtp-lit draft-vocab {ckpt}` (it writes them "
+                             f"as {rows_name!r}), or serve the full head with MTP_DRAFT_VOCAB=0")
+        rows_name = old
     if not weights: return DraftVocab(ids, rows_name)
-    files = _tensor_files(ckpt)
     rows_file = fname if rows_name in keys else files.get(rows_name)
     if rows_file is None: raise ValueError(f"{ckpt}: no draft head rows {rows_name!r} for the {K} ids of {fname}")
     _check_rows(ckpt, config, ids, rows_file, rows_name, f"{fname}:{ids_name}", check_rows)

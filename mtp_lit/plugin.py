@@ -166,7 +166,7 @@ class DraftBuild:
     draft_vocab: object = None       # (ids int64 [K], rows) when the checkpoint has a truncated draft head and it is on
     draft_head: object = None
     windowed: list = field(default_factory=list)
-    vocab_names: tuple = ()          # (ids tensor, rows tensor) names of the checkpoint's draft vocabulary
+    vocab_names: tuple = ()          # (ids tensor, rows tensor[, the rows' former name]) names of the checkpoint's draft vocabulary
     keep: tuple = ()                 # quant-prefix suffixes kept unquantized under FP8: the row's + modules stored in BF16
     fused_experts: set = field(default_factory=set)   # checkpoint stems `P.experts` stored fused (gate_up_proj), seen while loading
     swapped: list = field(default_factory=list)       # plain nn.Linear modules replaced by vLLM linears
@@ -319,15 +319,17 @@ def _checkpoint_names(model_dir) -> list:
 def _load_draft_vocab(b: 'DraftBuild'):
     """The checkpoint's truncated draft head (`mtp_lit.draft_vocab.DraftVocab`: ids + rows tensor name, validated) when it
     has one, K < V, and `MTP_DRAFT_VOCAB` is not 0; else None. Records the draft vocabulary's tensor names in
-    `b.vocab_names` so that loading skips them even when the head is off."""
+    `b.vocab_names` so that loading skips them even when the head is off, with the rows' name of older mtp_lit versions
+    (`legacy_rows_name`: `mtp.draft_lm_head.weight`), which `load_draft_vocab` still reads."""
     if not b.model_dir or not b.config: return None
-    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names, has_draft_vocab
+    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names, has_draft_vocab, legacy_rows_name
     if not has_draft_vocab(b.model_dir, b.config): return None
-    try: b.vocab_names = draft_vocab_tensor_names(b.config, _checkpoint_names(b.model_dir) if b.row is None else None)
+    try: ids_name, rows_name = draft_vocab_tensor_names(b.config, _checkpoint_names(b.model_dir) if b.row is None else None)
     except ValueError:   # nowhere to find its tensors (no row, no record, no draft-like name): the head is refused unless it is off
         if not b.opts.draft_vocab: return None
         check_options(b.key, b.opts, True)   # names why this class has no truncated head
         raise
+    b.vocab_names = (ids_name, rows_name, *filter(None, [legacy_rows_name(rows_name)]))
     if not b.opts.draft_vocab: return None
     return load_draft_vocab(b.model_dir, b.config, weights=b.load_format != 'dummy')   # an unconverted legacy .pt: an error naming the conversion
 
@@ -709,7 +711,7 @@ _SCALE = re.compile(r'(weight_scale_inv|weight_scale|_scale_inv|_scale)$')
 
 def checkpoint_stream(b: 'DraftBuild', weights, rows: dict | None = None):
     """The checkpoint's `(name, tensor)` pairs as vLLM's loader must see them for draft `b` (see above): the draft vocabulary's
-    tensors removed (its head rows put in `rows['rows']`), UE8M0 scale bytes (uint8 / float8_e8m0fnu) reinterpreted as float32
+    tensors removed (its head rows, under either name of `b.vocab_names[1:]`, put in `rows['rows']`), UE8M0 scale bytes (uint8 / float8_e8m0fnu) reinterpreted as float32
     powers of two, fused per-tensor expert scales `[E, 1]` split per expert, fused expert stems recorded in `b.fused_experts`."""
     import torch
     from mtp_lit.fp8 import ue8m0_decode
@@ -717,7 +719,7 @@ def checkpoint_stream(b: 'DraftBuild', weights, rows: dict | None = None):
     per_tensor = b.plan.mode == 'fp8-serialized' and (b.plan.scheme or 'per-tensor') == 'per-tensor'
     for name, w in weights:
         if name in names:
-            if rows is not None and name == names[1] and b.draft_head is not None: rows['rows'] = w
+            if rows is not None and name in names[1:] and b.draft_head is not None: rows['rows'] = w
             continue
         if w.dtype in (torch.uint8, torch.float8_e8m0fnu) and _SCALE.search(name):
             w = ue8m0_decode(w)

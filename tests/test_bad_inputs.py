@@ -308,8 +308,8 @@ def test_unsupported_architecture_tools(root, corpus):
     assert r['draft_groups'] == {'model.mtp_block.0': 9, 'model.mtp_emb_norm.0': 1, 'model.mtp_hidden_norm.0': 1, 'model.mtp_linear_proj.0': 1}
     with pytest.raises(ValueError, match=msg): quantize(e, root / 'never', progress=False)
     dv = build_draft_vocab(e, corpus, 1024, root / 'ernie-tools-dv', progress=False)   # placed beside the draft's own tensors
-    assert sorted(read_safetensors_header(dv / DRAFT_VOCAB_FILE)[0]) == ['model.mtp_block.0.draft_lm_head.weight', 'model.mtp_block.0.draft_vocab_ids']
-    assert load_draft_vocab(dv).rows_name == 'model.mtp_block.0.draft_lm_head.weight'
+    assert sorted(read_safetensors_header(dv / DRAFT_VOCAB_FILE)[0]) == ['model.mtp_block.0.draft_head.weight', 'model.mtp_block.0.draft_vocab_ids']
+    assert load_draft_vocab(dv).rows_name == 'model.mtp_block.0.draft_head.weight'
     c = tiny_mtp_checkpoint(root / 'mimo-v2', 'mimo')                                   # a family layouts knows, mtp_lit cannot serve
     edit_config(c, lambda c: c.update(architectures=['MiMoV2FlashForCausalLM'], model_type='mimo_v2_flash'))
     with pytest.raises(ValueError, match=r"mimo_v2 \(vLLM MiMoV2MTP\) has no mtp_lit draft class; an FP8 draft could not be served"):

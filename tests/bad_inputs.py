@@ -124,9 +124,12 @@ def load_draft(model, k: int = 3, env: dict | None = None, engine_args: dict | N
 
 
 def _nonfinite(m) -> list:
-    "Draft parameters holding NaN/inf (a part never loaded from the checkpoint, left at torch.empty's bytes, or a bad value)."
+    """Draft parameters holding NaN/inf (a part never loaded from the checkpoint, left at torch.empty's bytes, or a bad value);
+    not the draft's own `lm_head`, which vLLM's proposer replaces by the target's after loading (an FP8 draft of a checkpoint
+    whose head is NVFP4 leaves it unloaded)."""
     out = []
     for n, p in m.named_parameters():
+        if n.startswith('lm_head.'): continue
         if p.numel() and (p.is_floating_point()) and not torch.isfinite(p.detach().float()).all(): out.append(n)
     return out
 

@@ -149,6 +149,7 @@ def _main(cases_json, out_json):
                  'fp8': sorted(n for n, p in m.named_parameters() if p.dtype == torch.float8_e4m3fn),
                  'windows': sorted({attention_window(a) for a in m.modules() if type(a).__name__ == 'Attention'}, key=str),
                  'head': list(m.draft_lm_head.weight.shape) if hasattr(m, 'draft_lm_head') else None,
+                 'tied': getattr(m.config, 'tie_word_embeddings', None),   # vLLM unties a config whose checkpoint holds a *lm_head.weight
                  'logits': sorted({type(x).__name__ for x in m.modules() if type(x).__name__.endswith('Logits') or 'LogitsProcessor' in type(x).__name__})}
             if ea and ea[0].get('load_format') == 'dummy':   # weights known from vLLM's seeded dummy loader: the FP8 experts against BF16
                 from generic_moe import probe_experts

@@ -12,7 +12,7 @@ option, `mtp_lit.inspect_ckpt` must agree: a draft that loads is not reported un
 is. What vLLM cannot run on a CPU (FP8 block GEMMs without AMX, Marlin NVFP4) is recognised by its error and skipped,
 naming the limit. Known mtp_lit bugs are `xfail(strict=False)` with the bug named in the reason.
 """
-import re, sys
+import json, re, sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +43,12 @@ REFUSE = {   # case -> the refusal that is the right outcome
     **{f'{n}|{o}': 'in F8_E4M3 already' for n in FP8_BLOCK_DRAFT for o in ('fp8', 'fp8-block')},
 }
 XFAIL = {}   # case -> reason naming a known mtp_lit bug (none now)
+
+
+def _tied(ckpt) -> bool:
+    "Does the checkpoint's config.json tie the LM head to the embedding (top level or text_config)?"
+    c = json.loads((Path(ckpt) / 'config.json').read_text())
+    return bool(c.get('tie_word_embeddings', (c.get('text_config') or {}).get('tie_word_embeddings', False)))
 
 
 def _options(name):
@@ -105,3 +111,4 @@ def test_real_layout(results, case):
         assert r['fp8'], 'no float8_e4m3fn parameter in an FP8 draft'
     if option == 'window16': assert r['windows'] == [16], r['windows']
     if option == 'draft-vocab': assert r['head'] and r['head'][0] == K, r['head']
+    if _tied(r['ckpt']): assert r['tied'] is True, 'vLLM untied the embeddings of a tied checkpoint (a tensor named *lm_head.weight?)'

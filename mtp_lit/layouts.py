@@ -7,7 +7,8 @@ __all__ = ['DTYPE_BITS', 'FLOAT_DTYPES', 'QUANT_DTYPES', 'FAMILIES', 'EXCLUSION_
            'Family', 'text_config', 'detect_family', 'DraftLayout', 'draft_layout', 'mtp_layer_prefixes',
            'weight_mtp_layers', 'draft_like_group', 'scale_target', 'TensorInfo', 'is_draft_tensor', 'classify_tensor',
            'expert_layout', 'expert_layouts', 'synth_mtp_weights', 'DraftModule', 'draft_modules', 'remap_exclusions',
-           'QuantScheme', 'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'find_gaps', 'apply_gap_fixes']
+           'QuantScheme', 'quant_scheme', 'exclusion_match', 'module_quant', 'Gap', 'zero_count_gap', 'find_gaps',
+           'apply_gap_fixes']
 
 # %% ../nbs/02_layouts.ipynb #7295e234
 import copy, fnmatch, functools, math, re
@@ -786,6 +787,16 @@ def _is_weight(t):
     last = t.name.rpartition('.')[2]
     return not t.is_scale and (last in ('weight', 'qweight', 'weight_packed') or (t.role == 'routed_expert_fused' and last != 'bias'))
 
+def zero_count_gap(lay) -> Gap | None:
+    """The `zero_count` gap of `lay` (a `DraftLayout` read with the tensor names) when its config.json states 0 MTP layers
+    and `draft_layout` counted the layers from the weights instead, else None."""
+    key = next((x for x in lay.family.count_keys if lay.config.get(x) == 0), None)
+    if key is None or lay.count_source != 'weights': return None
+    return Gap('zero_count', key, f"config.json {key}=0: vLLM's {lay.family.draft_class} builds no MTP layer (its loader divides by the "
+               f"count), but the weights hold {lay.num_mtp_layers} ({lay.ckpt_prefix(0)} ..)",
+               f"set {key}={lay.num_mtp_layers} in config.json (vLLM 0.32 applies a dict --hf-overrides to the target only, not to "
+               "the MTP draft), or serve without MTP")
+
 def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
     """Gaps between the draft tensors stored in a checkpoint and what `quant_config` (remapped here with `remap_exclusions`) makes
     vLLM build, for `config` (config.json dict, read with the tensor names by `draft_layout`, or `DraftLayout`). `tensors`: {name: (shape, dtype)} of the checkpoint (all of it or
@@ -794,11 +805,7 @@ def find_gaps(config, quant_config: dict | None, tensors: dict) -> list[Gap]:
     q = remap_exclusions(quant_config, lay); qs = quant_scheme(q)
     infos = [classify_tensor(n, s, d, lay) for n, (s, d) in tensors.items() if _locate(n, lay) is not None]
     gaps = []
-    if tensors and lay.count_source == 'weights' and (key := next((x for x in fam.count_keys if lay.config.get(x) == 0), None)):
-        gaps.append(Gap('zero_count', key, f"config.json {key}=0: vLLM's {fam.draft_class} builds no MTP layer (its loader divides by the count), "
-                        f"but the weights hold {lay.num_mtp_layers} ({lay.ckpt_prefix(0)} ..)",
-                        f"set {key}={lay.num_mtp_layers} in config.json (vLLM 0.32 applies a dict --hf-overrides to the target only, not to "
-                        "the MTP draft), or serve without MTP"))
+    if tensors and (g := zero_count_gap(lay)): gaps.append(g)
     if tensors:
         for i in range(lay.num_mtp_layers):
             if not any(t.mtp_index == i for t in infos):

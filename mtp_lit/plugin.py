@@ -171,7 +171,6 @@ class DraftBuild:
     fused_experts: set = field(default_factory=set)   # checkpoint stems `P.experts` stored fused (gate_up_proj), seen while loading
     swapped: list = field(default_factory=list)       # plain nn.Linear modules replaced by vLLM linears
     notes: list = field(default_factory=list)         # what the layout checks found and fixed (logged)
-    target_quantized: bool = False   # the draft inherits a quantized target's config (packed integer tensors are then legal)
     ckpt_quantized: bool = False     # the checkpoint has a quant config (the target's tensors may be packed integers)
     load_format: str = 'auto'        # vLLM's --load-format; 'dummy' reads no weights (random ones, for benchmarks)
     _tensors: dict | None = None
@@ -180,6 +179,11 @@ class DraftBuild:
     def active(self) -> bool:
         "Does mtp_lit change anything for this draft?"
         return self.plan.mode != 'inherit' or bool(self.opts.draft_window) or self.draft_vocab is not None
+
+    @property
+    def target_quantized(self) -> bool:
+        "Does the draft inherit a quantized target's config (packed integer tensors are then legal)?"
+        return self.plan.mode == 'inherit' and self.ckpt_quantized
 
     @property
     def generic(self) -> bool:
@@ -241,7 +245,6 @@ class DraftBuild:
                            "speculative_config.quantization='fp8' turn it on)")
         b._gpu_fallback(vllm_config, mq)   # may turn an online FP8 plan off, with a note of its own
         b.ckpt_quantized = vllm_config.quant_config is not None
-        b.target_quantized = b.plan.mode == 'inherit' and b.ckpt_quantized
         b.load_format = getattr(getattr(vllm_config, 'load_config', None), 'load_format', 'auto')
         b.keep = b.keep_unquantized
         if b.plan.fp8 and b.config:
@@ -255,17 +258,15 @@ class DraftBuild:
         return b
 
 def check_mtp_count(b: 'DraftBuild') -> None:
-    """Raise `ValueError` naming the field when the checkpoint's config.json states 0 MTP layers (the row's count field, e.g.
-    `mtp_num_hidden_layers`, `num_nextn_predict_layers`): vLLM builds no MTP layer then, and its loader divides by the count."""
-    from mtp_lit.layouts import text_config, weight_mtp_layers
-    tc = text_config(b.config)
-    key = next((k for k in b.row.count_keys if tc.get(k) is not None), None)
-    if key is None or tc[key] != 0: return
-    held = len(weight_mtp_layers(b.tensors, b.config)) if b.tensors else 0
-    n = f"set {key}={held} (the MTP layers the weights hold)" if held else f"set {key} to the number of MTP layers the weights hold"
-    raise ValueError(f"{Path(b.model_dir or '.') / 'config.json'} {key}=0: vLLM builds no MTP layer for this checkpoint; {n} in "
-                     "config.json (vLLM applies a dict --hf-overrides to the target only), or serve without MTP")
-
+    """Raise `ValueError` naming config.json and the field when it states 0 MTP layers while the weights hold some
+    (`mtp_lit.layouts.zero_count_gap`): vLLM builds no MTP layer then, and its loader divides by the count."""
+    import warnings
+    from mtp_lit.layouts import draft_layout, zero_count_gap
+    if not b.tensors: return                     # no layout to count the weights' layers with: vLLM's own error
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')          # draft_layout's note on the count: the gap says it
+        g = zero_count_gap(draft_layout(b.config, b.tensors))
+    if g: raise ValueError(f"{Path(b.model_dir or '.') / 'config.json'}: {g.detail}; {g.fix}")
 
 # %% ../nbs/06_plugin.ipynb #a6f09e90
 import json

@@ -6,8 +6,8 @@
 __all__ = ['DRAFT_VOCAB_FILE', 'LEGACY_IDS_FILE', 'corpus_paths', 'token_counts', 'special_token_ids', 'frequency_order',
            'rank_draft_vocab', 'validate_draft_vocab_ids', 'd2t_offsets', 't2d_mask', 'coverage_curve', 'coverage_at',
            'vocab_explorer_row', 'vocab_explorer', 'draft_vocab_tensor_names', 'legacy_rows_name', 'lm_head_tensor',
-           'nvfp4_rows', 'build_draft_vocab', 'DraftVocab', 'has_draft_vocab', 'convert_legacy_draft_vocab',
-           'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
+           'nvfp4_rows', 'build_draft_vocab', 'check_legacy_rows', 'DraftVocab', 'has_draft_vocab',
+           'convert_legacy_draft_vocab', 'load_draft_vocab', 'parse_draft_vocab_size', 'draft_vocab_cli']
 
 # %% ../nbs/09_draft_vocab.ipynb #6e6eb68d
 import json, os
@@ -388,6 +388,22 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     _write_variant(ckpt, config, tensors, record, out)
     return ckpt if out is None else Path(out)
 
+# %% ../nbs/09_draft_vocab.ipynb #4c255c9a
+def check_legacy_rows(ckpt, config: dict, rows_name: str):
+    """Raise `ValueError`, naming the file and tensor, when checkpoint `ckpt` (config.json parsed: `config`) ties its word
+    embeddings and a safetensors file of it holds the draft head rows `rows_name` under the name older mtp_lit versions wrote
+    (`legacy_rows_name`). vLLM >= 0.32 unties the target's LM head for any tensor of the directory named `...lm_head.weight`
+    (`checkpoint_has_lm_head` reads every `*.safetensors` there), whether or not the draft head is served."""
+    if not _tied(config) or not (old := legacy_rows_name(rows_name)): return
+    for p in sorted(Path(ckpt).glob('*.safetensors')):
+        with _st_open(p) as f:
+            if old not in f.keys(): continue
+        raise ValueError(f"{p.name}:{old}: the draft head rows under the name older mtp_lit versions wrote, which vLLM >= 0.32 "
+                         "reads as an untied lm_head: on this tie_word_embeddings checkpoint the target would run an lm_head the "
+                         f"checkpoint never writes, with the draft head on or off (MTP_DRAFT_VOCAB). Re-run `mtp-lit draft-vocab {ckpt}` "
+                         f"(it writes them as {rows_name!r})")
+
+
 # %% ../nbs/09_draft_vocab.ipynb #3c410ac2
 class DraftVocab(NamedTuple):
     "A validated draft vocabulary: `ids` int64 `[K]` sorted target ids; `rows_name` the checkpoint tensor of the head rows `[K, H]`."
@@ -497,6 +513,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     path = ckpt / fname
     if not path.is_file(): raise FileNotFoundError(f"{path}: draft vocab file named by config.json mtp_lit.draft_vocab_file not found")
     ids_name, rows_name = draft_vocab_tensor_names(config, None if _has_row(config) else _tensor_files(ckpt))
+    check_legacy_rows(ckpt, config, rows_name)
     with _st_open(path) as f:
         keys = set(f.keys())
         if ids_name not in keys: raise ValueError(f"{fname}: no tensor {ids_name!r} (has {sorted(keys)})")
@@ -507,12 +524,7 @@ def load_draft_vocab(ckpt_dir, config: dict | None = None, *, check_rows: int = 
     if K == V: return None          # sorted, unique, in range and V of them: the identity map
     old, files = legacy_rows_name(rows_name), {} if rows_name in keys or not weights else _tensor_files(ckpt)
     if old and rows_name not in keys and rows_name not in files and (old in keys or old in files):   # written by an older mtp_lit
-        if _tied(config):
-            raise ValueError(f"{fname if old in keys else files[old]}:{old}: the draft head rows under the name older mtp_lit versions "
-                             "wrote, which vLLM >= 0.32 reads as an untied lm_head: on this tie_word_embeddings checkpoint it would "
-                             f"allocate an lm_head the checkpoint never writes. Re-run `mtp-lit draft-vocab {ckpt}` (it writes them "
-                             f"as {rows_name!r}), or serve the full head with MTP_DRAFT_VOCAB=0")
-        rows_name = old
+        rows_name = old                # (untied: `check_legacy_rows` above refuses it on a tied checkpoint)
     if not weights: return DraftVocab(ids, rows_name)
     rows_file = fname if rows_name in keys else files.get(rows_name)
     if rows_file is None: raise ValueError(f"{ckpt}: no draft head rows {rows_name!r} for the {K} ids of {fname}")

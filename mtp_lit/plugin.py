@@ -321,9 +321,10 @@ def _load_draft_vocab(b: 'DraftBuild'):
     """The checkpoint's truncated draft head (`mtp_lit.draft_vocab.DraftVocab`: ids + rows tensor name, validated) when it
     has one, K < V, and `MTP_DRAFT_VOCAB` is not 0; else None. Records the draft vocabulary's tensor names in
     `b.vocab_names` so that loading skips them even when the head is off, with the rows' name of older mtp_lit versions
-    (`legacy_rows_name`: `mtp.draft_lm_head.weight`), which `load_draft_vocab` still reads."""
+    (`legacy_rows_name`: `mtp.draft_lm_head.weight`), which `load_draft_vocab` still reads; on a tied checkpoint those rows are
+    refused with the head off too (`check_legacy_rows`)."""
     if not b.model_dir or not b.config: return None
-    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names, has_draft_vocab, legacy_rows_name
+    from mtp_lit.draft_vocab import load_draft_vocab, draft_vocab_tensor_names, has_draft_vocab, legacy_rows_name, check_legacy_rows
     if not has_draft_vocab(b.model_dir, b.config): return None
     try: ids_name, rows_name = draft_vocab_tensor_names(b.config, _checkpoint_names(b.model_dir) if b.row is None else None)
     except ValueError:   # nowhere to find its tensors (no row, no record, no draft-like name): the head is refused unless it is off
@@ -331,7 +332,9 @@ def _load_draft_vocab(b: 'DraftBuild'):
         check_options(b.key, b.opts, True)   # names why this class has no truncated head
         raise
     b.vocab_names = (ids_name, rows_name, *filter(None, [legacy_rows_name(rows_name)]))
-    if not b.opts.draft_vocab: return None
+    if not b.opts.draft_vocab:
+        check_legacy_rows(b.model_dir, b.config, rows_name)   # vLLM unties a tied target's head for that name, served or not
+        return None
     return load_draft_vocab(b.model_dir, b.config, weights=b.load_format != 'dummy')   # an unconverted legacy .pt: an error naming the conversion
 
 # %% ../nbs/06_plugin.ipynb #7b7634c3

@@ -362,6 +362,8 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'dv-out-of-range':   ('dv-oor', {}, 3),
     'dv-duplicate':      ('dv-dup', {}, 3),
     'dv-truncated':      ('dv-trunc', {}, 3),
+    'dv-old-tied':       ('dv-old-tied', {}, 3),    # rows under the name older versions wrote, on a tied checkpoint
+    'dv-old-tied-off':   ('dv-old-tied', {'MTP_DRAFT_VOCAB': '0'}, 3),
     'legacy-pt':         ('legacy', {}, 3),
     'legacy-converted':  ('legacy-converted', {}, 3),
     'mtp2-k3':           ('mtp2', {}, 3),
@@ -416,6 +418,8 @@ def loads(root, fp8, dv, corpus):
     b.update({f'generic:{k}': gd.tiny_generic(k, L / 'generic' / k) for k in gd.TINY_CONFIGS})
     b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
+    b['dv-old-tied'] = edit_config(edit_tensors(copy_ckpt(dv, L / 'dv-old-tied'), lambda sd: sd.update({'mtp.draft_lm_head.weight': sd.pop('mtp.draft_head.weight')}),
+                                                [DRAFT_VOCAB_FILE]), lambda c: c.update(tie_word_embeddings=True))
     b['legacy'] = lg = copy_ckpt(TINY, L / 'legacy')          # the downstream patch's format: ids in a .pt, rows in the shards
     ids = load_draft_vocab(dv).ids
     edit_tensors(lg, lambda sd: sd.update({'mtp.draft_lm_head.weight': sd['lm_head.weight'][ids].contiguous()}))
@@ -531,6 +535,10 @@ def test_load_bad_draft_vocab(loads):
     assert _err(loads, 'dv-out-of-range') == "ValueError: draft_vocab.safetensors:mtp.draft_vocab_ids: ids out of range [0, 4096): [4103]"
     assert re.fullmatch(r"ValueError: draft_vocab.safetensors:mtp.draft_vocab_ids: duplicate ids \[\d+\]", _err(loads, 'dv-duplicate'))
     assert re.fullmatch(r"ValueError: \S+/draft_vocab.safetensors: not a readable safetensors file \(.*\)", _err(loads, 'dv-truncated'))
+    for case in ('dv-old-tied', 'dv-old-tied-off'):   # vLLM would untie the target's head for that name, the draft head on or off
+        e = _err(loads, case)
+        assert e.startswith('ValueError: draft_vocab.safetensors:mtp.draft_lm_head.weight: the draft head rows under the name older') \
+            and "(it writes them as 'mtp.draft_head.weight')" in e, (case, e)
 
 
 @pytest.mark.vllm

@@ -59,6 +59,14 @@ RENAME = {
 }
 RENAME['BailingMoeV3MTPModel'] = RENAME['BailingMoeV25MTPModel']
 KEYS = sorted(RENAME)
+# classes whose real names vLLM itself cannot load (a KeyError in its own load_weights): recorded, not served
+VLLM_CANNOT = {
+    # its rewrite maps the MTP norm `model.mtp.norm.weight` to `final_layernorm.weight`, then prefixes it with the spec layer and moves
+    # it into `mtp_block` (not a name of its spec-layer list), where the parameter is not
+    'LongCatFlashMTPModel': r"^KeyError: 'model\.layers\.0\.mtp_block\.final_layernorm\.weight'$",
+    # its expert mapping names `moe.experts.w13_weight` / `w2_weight`; vLLM 0.32's FusedMoE keeps them under `experts.routed_experts.`
+    'Step3p5MTP': r"^KeyError: 'model\.layers\.1\.mtp_block\.moe\.experts\.w2_weight'$",
+}
 
 
 def _split_params(params: dict, shards: dict, key: str):
@@ -112,13 +120,74 @@ def checkpoint_tensors(key: str, seed: int = 0) -> dict:
     return out
 
 
+# the target's layer 0 beside the draft's: (the draft block's checkpoint prefix, the target layer's); its routed experts stored
+# fused (`experts.gate_up_proj` [E, 2I, H], `experts.down_proj` [E, H, I]) where the draft's are split, as Qwen3.5-35B-A3B does
+TARGET = {'ExaoneMoeMTP': ('mtp.layers.0.', 'model.layers.0.'), 'Exaone4_5_MTP': ('mtp.layers.0.', 'model.language_model.layers.0.'),
+          'MiMoV2MTPModel': ('model.mtp.layers.0.', 'model.layers.0.'), 'MiMoV2OmniMTPModel': ('model.mtp.layers.0.', 'model.layers.0.'),
+          'NemotronHMTPModel': ('mtp.layers.0.', 'backbone.layers.0.'), 'OpenPanguMTPModel': ('model.layers.1.', 'model.layers.0.'),
+          'BailingMoeV25MTPModel': ('model.layers.1.', 'model.layers.0.'), 'BailingMoeV3MTPModel': ('model.layers.1.', 'model.layers.0.'),
+          'GlmOcrMTPModel': ('model.language_model.layers.1.', 'model.language_model.layers.0.'),
+          'InternS2MobiusMTP': ('mtp.layers.0.', 'model.language_model.layers.0.')}
+MTP_ONLY = re.compile(r'\.(enorm|hnorm|eh_proj|shared_head|final_layernorm|embed_tokens)\.')   # parts of an MTP layer no target layer has
+_SPLIT_EXPERT = re.compile(r'^(?P<stem>.+\.experts)\.(?P<e>\d+)\.(?P<p>gate_proj|up_proj|down_proj)\.weight$')
+
+
+def target_layer(key: str, draft: dict) -> dict:
+    "The target's layer 0 (`TARGET[key]`) made from the draft block's tensors `draft` (other values), its routed experts fused."
+    if key not in TARGET: return {}
+    src, dst = TARGET[key]
+    out, experts = {}, {}
+    for n, t in draft.items():
+        if not n.startswith(src) or MTP_ONLY.search(n): continue
+        n = dst + n[len(src):]
+        if m := _SPLIT_EXPERT.match(n): experts.setdefault(m['stem'], {}).setdefault(m['p'], {})[int(m['e'])] = t; continue
+        out[n] = (t.float() * -1).to(t.dtype)
+    for stem, ps in experts.items():
+        stack = lambda p: torch.stack([ps[p][e] for e in sorted(ps[p])])
+        out[stem + '.gate_up_proj'] = torch.cat([stack('gate_proj'), stack('up_proj')], 1)
+        out[stem + '.down_proj'] = stack('down_proj')
+    return out
+
+
 def tiny_real(key, dst) -> Path:
-    "`generic_drafts.tiny_generic(key, dst)` with the real-named weights of `checkpoint_tensors(key)` (Gemma4: in its assistant checkpoint)."
+    "`generic_drafts.tiny_generic(key, dst)` with the real-named weights of `checkpoint_tensors(key)` and the target's `target_layer` (Gemma4: in its assistant checkpoint)."
     from safetensors.torch import save_file
     dst = gd.tiny_generic(key, dst)
     where = dst / 'assistant' if key in gd.ASSISTANT else dst
-    save_file(checkpoint_tensors(key), str(where / 'model.safetensors'), metadata={'format': 'pt'})
+    sd = checkpoint_tensors(key)
+    save_file({**sd, **target_layer(key, sd)}, str(where / 'model.safetensors'), metadata={'format': 'pt'})
     return dst
+
+
+def assert_loaded_as_written(key: str, loaded: dict) -> int:
+    "Each draft parameter `loaded` (as vLLM loaded it, before processing) stored whole under one checkpoint name equals the tensor written there; returns how many."
+    lay, sd = json.loads(LAYOUT.read_text())[key], checkpoint_tensors(key)
+    n_eq = 0
+    for n, shape, _ in _split_params(lay['params'], lay['shards'], key):
+        ck = _rename(n, key)
+        if n not in loaded or ck not in sd: continue   # a shard or an expert of a merged parameter, or a parameter not loaded
+        assert torch.equal(loaded[n], sd[ck]), f"{key}: parameter {n} != checkpoint tensor {ck}"
+        n_eq += 1
+    return n_eq
+
+
+def assert_fp8_of(plain: dict, fp8_loaded: dict, fp8: dict, shards: dict, joint=()) -> list:
+    """The FP8 draft's parameters against the same checkpoint loaded with no option: every parameter equal as loaded (before
+    processing), and each e4m3 parameter of `fp8` (with its float32 `_scale`) bit-equal to mtp_lit's per-tensor quantisation of the
+    BF16 one (linears: `quantize_shards` per merged shard; routed experts: `quantize_experts`, gate and up apart unless in `joint`).
+    Returns the FP8 parameters' names."""
+    from mtp_lit.draft_linear import quantize_shards
+    from mtp_lit.draft_moe import quantize_experts
+    assert set(plain) == set(fp8_loaded), sorted(set(plain) ^ set(fp8_loaded))
+    for n, t in plain.items(): assert torch.equal(t, fp8_loaded[n]), f"{n}: loaded differently with MTP_FP8"
+    names = sorted(n for n, t in fp8.items() if t.dtype == torch.float8_e4m3fn)
+    for n in names:
+        q, s, mod = fp8[n], fp8[n + '_scale'], n.rsplit('.', 1)[0]
+        if q.dim() == 3: qq, ss = quantize_experts(plain[n], 'per-tensor', shards=1 if mod in joint or n.endswith('w2_weight') else 2)
+        else: qq, ss = quantize_shards(plain[n], shards.get(mod, [q.shape[0]]), 'per-tensor')
+        assert torch.equal(qq.view(torch.uint8), q.view(torch.uint8)) and torch.equal(ss.float(), s), f"{n}: not mtp_lit's e4m3 of the BF16 weight"
+        assert q.view(torch.uint8).any(), n
+    return names
 
 
 def engine_args(key) -> dict:

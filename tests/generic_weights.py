@@ -190,6 +190,45 @@ def assert_fp8_of(plain: dict, fp8_loaded: dict, fp8: dict, shards: dict, joint=
     return names
 
 
+DEEPSEEK_FP8 = {'activation_scheme': 'dynamic', 'fmt': 'e4m3', 'quant_method': 'fp8', 'weight_block_size': [128, 128]}   # DeepSeek-R1's
+_FP8_LINEAR = re.compile(r'(_proj|\.dense|\.fc)\.weight$')
+_BF16_KEPT = re.compile(r'\.(eh_proj|gate|embed_tokens|word_embeddings|embeddings|head|output)\.weight$|^lm_head\.')
+
+
+def fp8_block(sd: dict) -> dict:
+    """`sd` as a DeepSeek-style FP8 release stores it (`DEEPSEEK_FP8`): each projection weight (`*_proj`, `dense`, `fc`, split or fused
+    experts) e4m3 in 128x128 blocks with its float32 `weight_scale_inv`; the router, `eh_proj`, embeddings, heads and norms BF16."""
+    from mtp_lit.fp8 import quantize_fp8
+    out = {}
+    for n, t in sd.items():
+        if t.dim() >= 2 and _FP8_LINEAR.search(n) and not _BF16_KEPT.search(n) or re.search(r'\.experts\.(gate_up|down)_proj$', n):
+            q, s = quantize_fp8(t, 'block', block=(128, 128), name=n)
+            stem = n.removesuffix('.weight')
+            out[n], out[(stem + '.weight_scale_inv') if n.endswith('.weight') else n + '_scale_inv'] = q, s.float()
+        else: out[n] = t
+    return out
+
+
+def tiny_real_fp8(key, dst) -> Path:
+    "`tiny_real(key, dst)` as a DeepSeek-style block-FP8 release (`fp8_block`, the config's `quantization_config` = `DEEPSEEK_FP8`)."
+    from safetensors.torch import load_file, save_file
+    dst = tiny_real(key, dst)
+    where = dst / 'assistant' if key in gd.ASSISTANT else dst
+    save_file(fp8_block(load_file(str(where / 'model.safetensors'))), str(where / 'model.safetensors'), metadata={'format': 'pt'})
+    cfg = json.loads((where / 'config.json').read_text()); cfg['quantization_config'] = DEEPSEEK_FP8
+    (where / 'config.json').write_text(json.dumps(cfg, indent=1))
+    return dst
+
+
+# block-FP8 releases loaded with MTP_FP8: the refusal each gets (vLLM's own CPU build cannot load their FP8 linears without AMX)
+FP8_BLOCK = {
+    'OpenPanguMTPModel': r"^ValueError: env MTP_FP8: online FP8 quantizes BF16 draft weights at load time, but \S+/OpenPanguMTPModel stores "
+                         r"\S+ in F8_E4M3, and mtp_lit has no layout for OpenPanguMTPModel checkpoints to tell the draft's tensors from the target's",
+    'InternS2MobiusMTP': r"^ValueError: env MTP_FP8: online FP8 quantizes BF16 draft weights at load time, but \S+/InternS2MobiusMTP stores "
+                         r"mtp\.\S+ in F8_E4M3 already; serve a checkpoint converted by `mtp-lit quantize`",
+}
+
+
 def engine_args(key) -> dict:
     "`generic_drafts.engine_args(key)` reading the checkpoint's weights (no dummy load format)."
     ea = gd.engine_args(key); ea.pop('load_format')

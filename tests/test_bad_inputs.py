@@ -380,6 +380,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     # `generic_weights`: real tensor names, loaded with no option and with MTP_FP8 (+ window), every parameter poisoned first, dumped
     **{f'real:{k}': (f'real:{k}', {}, 1, gw.engine_args(k), {'poison': True, 'dump': True}) for k in gw.KEYS},
     **{f'real+fp8:{k}': (f'real:{k}', gd.env(k), 1, gw.engine_args(k), {'poison': True, 'dump': True}) for k in gw.KEYS if k not in gw.VLLM_CANNOT},
+    **{f'real-fp8block+fp8:{k}': (f'real-fp8block:{k}', gd.env(k), 1, gw.engine_args(k)) for k in gw.FP8_BLOCK},   # a DeepSeek-style FP8 release
     'moe-target-fused+fp8': ('moe-target-fused', {'MTP_FP8': '1'}, 3),   # Qwen3.5-35B-A3B's layout: the target's experts fused, the draft's split
     'modelopt-kv-fp8+fp8':  ('modelopt-kv-fp8', {'MTP_FP8': '1'}, 3),  # NVIDIA's NVFP4 quant config (FP8 KV cache), no KV scales for the draft
     'modelopt-kv-fp8+window': ('modelopt-kv-fp8', {'MTP_DRAFT_WINDOW': '8'}, 3),
@@ -419,6 +420,7 @@ def loads(root, fp8, dv, corpus):
                                        lambda c: c.update(quantization_config=nvfp4))
     b.update({f'generic:{k}': gd.tiny_generic(k, L / 'generic' / k) for k in gd.TINY_CONFIGS})
     b.update({f'real:{k}': gw.tiny_real(k, L / 'real' / k) for k in gw.KEYS})
+    b.update({f'real-fp8block:{k}': gw.tiny_real_fp8(k, L / 'real-fp8block' / k) for k in gw.FP8_BLOCK})
     b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
     b['legacy'] = lg = copy_ckpt(TINY, L / 'legacy')          # the downstream patch's format: ids in a .pt, rows in the shards
@@ -672,6 +674,14 @@ def test_load_generic_real_weights(loads, root, key):
     shards = json.loads(Path(f'{f}.json').read_text())['shards']
     names = gw.assert_fp8_of(plain, load_file(f'{f}.loaded.safetensors'), load_file(f), shards)
     assert names == h['fp8'], (names, h['fp8'])
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize('key', sorted(gw.FP8_BLOCK))
+def test_load_generic_fp8_block_release_refuses_online_fp8(loads, key):
+    """A generic class's checkpoint released in DeepSeek-style block FP8 (`generic_weights.fp8_block`): MTP_FP8 (online quantisation of
+    BF16 weights) is refused at load, naming a tensor the checkpoint stores in F8_E4M3 and the file (vLLM serves such a draft in FP8 itself)."""
+    assert re.search(gw.FP8_BLOCK[key], _err(loads, f'real-fp8block+fp8:{key}')), _err(loads, f'real-fp8block+fp8:{key}')
 
 
 @pytest.mark.vllm

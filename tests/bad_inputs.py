@@ -207,7 +207,7 @@ def _main(cases_json, out_json):
                 from generic_moe import probe_experts
                 r['experts'] = probe_experts(m)
         except Exception as e:
-            r = {'loaded': False, 'class': None, 'error': f'{type(e).__name__}: {e}', 'nonfinite': None}
+            r = {'loaded': False, 'class': None, 'error': _error(e), 'nonfinite': None}
         sys.stdout.flush(); sys.stderr.flush()
         r['seconds'] = round(time.time() - t0, 2)
         res[name] = r
@@ -215,6 +215,14 @@ def _main(cases_json, out_json):
 
 
 _MARK = '@@mtp_lit-load-case '
+
+
+def _error(e: Exception) -> str:
+    "`Type: message` of a load's exception; a bare one (an `assert` in vLLM) names the file and function that raised it."
+    if str(e): return f'{type(e).__name__}: {e}'
+    import traceback
+    f = traceback.extract_tb(e.__traceback__)[-1]
+    return f"{type(e).__name__} in {'/'.join(Path(f.filename).parts[-3:])}:{f.lineno} ({f.name})"
 
 
 def load_drafts(cases: dict, workdir, timeout: int = 600) -> dict:

@@ -38,6 +38,9 @@ K = 128
 CPU_LIMITS = {   # error text -> the vLLM-on-CPU limit it shows (the checkpoint serves on a GPU)
     'requires AMX tile support': 'vLLM CPU: FP8 block-scaled GEMM needs AMX (Sapphire Rapids or newer)',
     'Marlin FP4 not available': 'vLLM CPU: NVFP4 W4A16 linears need the Marlin kernel (CUDA)',
+    'linear/nvfp4/base.py': 'vLLM CPU 0.26: NVFP4 W4A16 linears need the Marlin kernel (CUDA; a bare assert there)',
+    'MLA is not supported on CPU': 'vLLM CPU 0.26: no MLA attention backend',
+    "FP8 draft experts need vLLM's expert routing": 'vLLM CPU 0.26: no expert routing for plugin MoE methods (mtp_lit refuses FP8 experts there)',
 }
 REFUSE = {   # case -> the refusal that is the right outcome
     **{f'{n}|{o}': 'in F8_E4M3 already' for n in FP8_BLOCK_DRAFT for o in ('fp8', 'fp8-block')},

@@ -229,6 +229,12 @@ FP8_BLOCK = {
 }
 
 
+# classes whose real-named miniature gets no draft vocabulary (`mtp-lit draft-vocab`), and why
+NO_DRAFT_VOCAB = {'Gemma4MTPModel': 'its draft is an assistant checkpoint of its own, with no rows in the target directory',
+                  'OpenPanguMTPModel': 'the miniature stores the draft head (shared_head.head), not the target lm_head.weight the rows come from'}
+DRAFT_VOCAB_KEYS = [k for k in KEYS if k not in VLLM_CANNOT and k not in NO_DRAFT_VOCAB]
+
+
 def engine_args(key) -> dict:
     "`generic_drafts.engine_args(key)` reading the checkpoint's weights (no dummy load format)."
     ea = gd.engine_args(key); ea.pop('load_format')

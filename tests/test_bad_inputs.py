@@ -383,6 +383,7 @@ CASES = {   # name -> (checkpoint builder key, env, k)
     **{f'real:{k}': (f'real:{k}', {}, 1, gw.engine_args(k), {'poison': True, 'dump': True}) for k in gw.KEYS},
     **{f'real+fp8:{k}': (f'real:{k}', gd.env(k), 1, gw.engine_args(k), {'poison': True, 'dump': True}) for k in gw.KEYS if k not in gw.VLLM_CANNOT},
     **{f'real-fp8block+fp8:{k}': (f'real-fp8block:{k}', gd.env(k), 1, gw.engine_args(k)) for k in gw.FP8_BLOCK},   # a DeepSeek-style FP8 release
+    **{f'real-dv+fp8:{k}': (f'real-dv:{k}', gd.env(k), 1, gw.engine_args(k)) for k in gw.DRAFT_VOCAB_KEYS},   # + a 512-row draft head of `mtp-lit draft-vocab`
     'moe-target-fused+fp8': ('moe-target-fused', {'MTP_FP8': '1'}, 3),   # Qwen3.5-35B-A3B's layout: the target's experts fused, the draft's split
     'modelopt-kv-fp8+fp8':  ('modelopt-kv-fp8', {'MTP_FP8': '1'}, 3),  # NVIDIA's NVFP4 quant config (FP8 KV cache), no KV scales for the draft
     'modelopt-kv-fp8+window': ('modelopt-kv-fp8', {'MTP_DRAFT_WINDOW': '8'}, 3),
@@ -423,6 +424,7 @@ def loads(root, fp8, dv, corpus):
     b.update({f'generic:{k}': gd.tiny_generic(k, L / 'generic' / k) for k in gd.TINY_CONFIGS})
     b.update({f'real:{k}': gw.tiny_real(k, L / 'real' / k) for k in gw.KEYS})
     b.update({f'real-fp8block:{k}': gw.tiny_real_fp8(k, L / 'real-fp8block' / k) for k in gw.FP8_BLOCK})
+    b.update({f'real-dv:{k}': build_draft_vocab(b[f'real:{k}'], corpus, 512, L / 'real-dv' / k, progress=False) for k in gw.DRAFT_VOCAB_KEYS})
     b['ernie-nofile'] = edit_config(copy_ckpt(b['ernie'], L / 'ernie-nofile'), lambda c: c.update(mtp_lit={'draft_vocab_size': 1024}))
     _truncate(b['dv-trunc'] / DRAFT_VOCAB_FILE)
     b['dv-old-tied'] = edit_config(edit_tensors(copy_ckpt(dv, L / 'dv-old-tied'), lambda sd: sd.update({'mtp.draft_lm_head.weight': sd.pop('mtp.draft_head.weight')}),
@@ -682,6 +684,16 @@ def test_load_generic_real_weights(loads, root, key):
     shards = json.loads(Path(f'{f}.json').read_text())['shards']
     names = gw.assert_fp8_of(plain, load_file(f'{f}.loaded.safetensors'), load_file(f), shards)
     assert names == h['fp8'], (names, h['fp8'])
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize('key', gw.DRAFT_VOCAB_KEYS)
+def test_load_generic_real_weights_draft_vocab(loads, key):
+    """Each real-named miniature with a 512-row draft vocabulary of `mtp-lit draft-vocab`, under MTP_FP8 (+ window): the truncated
+    head is built through the generic path (512 rows of the hidden size) beside the e4m3 draft, every parameter finite."""
+    h = loads[f'real-dv+fp8:{key}']
+    assert h['loaded'] and h['nonfinite'] == [] and h['fp8'], h
+    assert h['head'] == [512, gd.H], h['head']
 
 
 @pytest.mark.vllm

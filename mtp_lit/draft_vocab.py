@@ -388,7 +388,7 @@ def build_draft_vocab(ckpt, corpus, K: int, out=None, *, heldout=None, pattern: 
     _write_variant(ckpt, config, tensors, record, out)
     return ckpt if out is None else Path(out)
 
-# %% ../nbs/09_draft_vocab.ipynb #4c255c9a
+# %% ../nbs/09_draft_vocab.ipynb #a1cd55d3
 def check_legacy_rows(ckpt, config: dict, rows_name: str):
     """Raise `ValueError`, naming the file and tensor, when checkpoint `ckpt` (config.json parsed: `config`) ties its word
     embeddings and a safetensors file of it holds the draft head rows `rows_name` under the name older mtp_lit versions wrote

@@ -176,7 +176,7 @@ def generic_checkpoint(p, config: dict, tensors: dict | None, stats: dict, why: 
     and that vLLM names no MTP draft either) when vLLM has no MTP draft class for it."""
     from mtp_lit.plugin import option_status, vllm_draft_class
     tc = text_config(config); hit = vllm_draft_key(config)
-    if hit is None: raise ValueError(f"{why}; vLLM names no MTP draft class for it either (or vLLM could not be imported to ask)")
+    if hit is None: raise ValueError(f"{why}; vLLM names no MTP draft class for it either (or vLLM could not be imported to ask). A draft stored as a checkpoint of its own (Gemma 4's assistant, the speculative config's model) is inspected in its directory")
     (key, k), groups, dts = hit, Counter(), Counter()
     for n, (_, dt) in (tensors or {}).items():
         g = draft_like_group(n, tc.get('num_hidden_layers'))

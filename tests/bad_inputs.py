@@ -137,12 +137,12 @@ def _nonfinite(m) -> list:
     return out
 
 
-_PROBE = {'poison': False, 'loaded': None}
+_PROBE = {'poison': False, 'keep': False, 'loaded': None}
 
 
 def _probe_loaders():
     """Wrap vLLM's checkpoint and dummy loaders' `load_weights` (before `process_weights_after_loading`): with `_PROBE['poison']`
-    every float parameter is NaN (e4m3: 0x7F) before the checkpoint's tensors are loaded; `_PROBE['loaded']` gets the parameters
+    every float parameter is NaN (e4m3: 0x7F) before the checkpoint's tensors are loaded; with `_PROBE['keep']` `_PROBE['loaded']` gets the parameters
     as loaded (copies) and the output sizes of each merged linear."""
     from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
     from vllm.model_executor.model_loader.dummy_loader import DummyModelLoader
@@ -154,7 +154,7 @@ def _probe_loaders():
                     if p.dtype == torch.float8_e4m3fn: p.data.view(torch.uint8).fill_(0x7F)
                     elif p.is_floating_point(): p.data.fill_(float('nan'))
             out = base(self, model, model_config)
-            _PROBE['loaded'] = ({n: p.detach().cpu().clone() for n, p in model.named_parameters()},
+            if _PROBE['keep']: _PROBE['loaded'] = ({n: p.detach().cpu().clone() for n, p in model.named_parameters()},
                                 {n: list(m.output_sizes) for n, m in model.named_modules() if len(getattr(m, 'output_sizes', ()) or ()) > 1})
             return out
         cls.load_weights = load_weights
@@ -190,7 +190,7 @@ def _main(cases_json, out_json):
         print(f'{_MARK}{name}', flush=True); t0 = time.time()
         probe = ea[1] if len(ea) > 1 else {}   # {'poison': bool, 'dump': path}: the harness's own options, not vLLM's
         ea = ea[:1]
-        _PROBE.update(poison=bool(probe.get('poison')), loaded=None)
+        _PROBE.update(poison=bool(probe.get('poison')), keep=bool(probe), loaded=None)   # a copy of the loaded parameters only for a probe
         try:
             m = load_draft(model, k, env, *ea)
             if probe.get('dump'): _dump(m, probe['dump'])

@@ -190,7 +190,7 @@ def assert_fp8_of(plain: dict, fp8_loaded: dict, fp8: dict, shards: dict, joint=
     return names
 
 
-DEEPSEEK_FP8 = {'activation_scheme': 'dynamic', 'fmt': 'e4m3', 'quant_method': 'fp8', 'weight_block_size': [128, 128]}   # DeepSeek-R1's
+DEEPSEEK_FP8 = json.loads((Path(__file__).parent / 'fixtures' / 'checkpoints' / 'DeepSeek-R1' / 'config.json').read_text())['quantization_config']
 _FP8_LINEAR = re.compile(r'(_proj|\.dense|\.fc)\.weight$')
 _BF16_KEPT = re.compile(r'\.(eh_proj|gate|embed_tokens|word_embeddings|embeddings|head|output)\.weight$|^lm_head\.')
 

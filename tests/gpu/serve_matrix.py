@@ -17,9 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+sys.path[:0] = [str(HERE), str(HERE.parent)]   # bench_served beside it; tiny_families in tests/
 import tiny_families as tf
 from mtp_lit.demo import RunSpec, run_in_subprocess, demo_prompts
+from bench_served import plugin_commit
 
 EMBEDDED = ('qwen3_5-tiny', 'qwen3_5_moe-tiny')
 ONLINE = {'fp8-tensor': 'per-tensor', 'fp8-channel': 'per-channel', 'fp8-block': 'block'}
@@ -222,7 +223,8 @@ def main(argv=None):
     ref = reference_tau(emb, {c: ck[f'{c}/head'] for c in emb}) if emb else {}
     for f in a.merge: earlier.update(json.loads(Path(f).read_text())['runs'])
     def write(res, on_plain=None):
-        rec = {'environment': env, 'wall_s': round(time.time() - t0), 'reference': ref, 'runs': {**earlier, **summarize(res)}}
+        rec = {'environment': env, 'served_at': plugin_commit(), 'wall_s': round(time.time() - t0), 'reference': ref,
+               'runs': {**earlier, **summarize(res)}}
         if on_plain: rec['reference_on_plain'] = on_plain
         Path(a.out).write_text(json.dumps(rec, indent=1) + '\n')
     todo = [s for s in specs(ck, emb, fams) if a.runs is None or any(r in s.name for r in a.runs)]

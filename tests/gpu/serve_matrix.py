@@ -10,7 +10,8 @@ fixed in the repo so that every machine builds the same ids), plus the permutati
 converted (4), FP8 + truncated head, a 16-token draft window, FP8 switched on by vLLM's own
 `speculative_config.quantization='fp8'` (scheme from `--hf-overrides`), and FP8 + truncated head + window at once
 (`tests/test_tp_e2e.py` serves that one at TP=2); per family: plain, BF16, FP8 online, FP8 converted.
-`tests/gpu/test_serve_gpu.py` asserts on the result; `nbs/results/serve_cpu.json` is the same matrix on vLLM CPU
+The record names the mtp_lit commit served (`served_at`);
+`tests/gpu/test_serve_gpu.py` asserts on it; `nbs/results/serve_cpu.json` is the same matrix on vLLM CPU
 (embedded checkpoints only), the acceptance figures the GPU run is held to."""
 import argparse, concurrent.futures as cf, json, os, platform, sys, tempfile, time
 from dataclasses import replace

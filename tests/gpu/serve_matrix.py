@@ -189,6 +189,12 @@ def held_to(record: dict, cpu_runs: dict) -> dict:
         else: out[n] = tau(r), ref[f'{ck}/head' if 'head' in run else ck]
     return out
 
+def kept_runs(record: dict) -> dict:
+    """The runs of an earlier matrix `record`, each naming where it was served (`served_at`, `served_on`: its own, else the
+    record's), so that a record merged from several keeps every run's commit and device."""
+    at, on = record.get('served_at'), record['environment']['device']
+    return {n: {'served_at': at, 'served_on': on, **r} for n, r in record['runs'].items()}
+
 def environment() -> dict:
     import torch, vllm
     env = {'torch': torch.__version__, 'vllm': vllm.__version__, 'python': platform.python_version(), 'device': 'cpu'}
@@ -211,7 +217,7 @@ def main(argv=None):
     ap.add_argument('--no-families', action='store_true', help='embedded checkpoints only')
     ap.add_argument('--no-embedded', action='store_true', help='family checkpoints only')
     ap.add_argument('--runs', nargs='*', default=None, help='only the runs whose name contains one of these')
-    ap.add_argument('--merge', nargs='*', default=(), help='earlier --out files whose runs this one adds to')
+    ap.add_argument('--merge', nargs='*', default=(), help='earlier --out files whose runs this one adds to (re-served runs replace theirs)')
     a = ap.parse_args(argv)
     work = Path(a.work or tempfile.mkdtemp(prefix='mtp_lit_serve_'))
     emb = [] if a.no_embedded else [c for c in EMBEDDED if a.only is None or c in a.only]
@@ -220,13 +226,17 @@ def main(argv=None):
     ck = build_checkpoints(work / 'ckpt', emb, fams)
     print(f'checkpoints built in {time.time() - t0:.0f} s', flush=True)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    env, earlier = environment(), {}
-    ref = reference_tau(emb, {c: ck[f'{c}/head'] for c in emb}) if emb else {}
-    for f in a.merge: earlier.update(json.loads(Path(f).read_text())['runs'])
+    env, earlier, merged = environment(), {}, [json.loads(Path(f).read_text()) for f in a.merge]
+    for m in merged: earlier.update(kept_runs(m))
+    last = lambda key: next((m[key] for m in merged[::-1] if m.get(key)), None)   # without embedded runs, keep a merged record's references
+    ref = reference_tau(emb, {c: ck[f'{c}/head'] for c in emb}) if emb else last('reference') or {}
+    here = (plugin_commit(), env['device'])
+    def own(r):   # a merged run served by this commit on this device needs no `served_at`/`served_on` of its own
+        return {k: v for k, v in r.items() if k not in ('served_at', 'served_on')} if (r.get('served_at'), r.get('served_on')) == here else r
     def write(res, on_plain=None):
-        rec = {'environment': env, 'served_at': plugin_commit(), 'wall_s': round(time.time() - t0), 'reference': ref,
-               'runs': {**earlier, **summarize(res)}}
-        if on_plain: rec['reference_on_plain'] = on_plain
+        rec = {'environment': env, 'served_at': here[0], 'wall_s': round(time.time() - t0), 'reference': ref,
+               'runs': {n: own(r) for n, r in {**earlier, **summarize(res)}.items()}}
+        if on_plain or not emb and last('reference_on_plain'): rec['reference_on_plain'] = on_plain or last('reference_on_plain')
         Path(a.out).write_text(json.dumps(rec, indent=1) + '\n')
     todo = [s for s in specs(ck, emb, fams) if a.runs is None or any(r in s.name for r in a.runs)]
     res = run_all(todo, work / 'logs', a.parallel, on_result=write)

@@ -4,7 +4,8 @@ draft in FP8 (`MTP_FP8=1`), on real vLLM CPU.
 Checkpoints: `tiny_families.build` (random weights, real tensor names, a target close to a token permutation and a draft that
 predicts it), so the winning logits are clear: greedy output is the permutation chain, which is also what plain decoding gives
 (`test_permutation_target_is_plain_greedy` checks that once), and acceptance is ≈ 1 exactly when the FP8 draft's weights were
-loaded under the right names and are used. One engine per family (~30-60 s each on a 2-core machine); 9 engines, ~4.5 min.
+loaded under the right names and are used. One engine per family (~30-60 s each on a 2-core machine); 9 engines, ~4.5 min;
+and one loader process (~25 s) that holds every family's online FP8 draft to its converted checkpoint's bytes.
 
 The rows whose head applies `shared_head.norm` first are served with a truncated draft head in the same engine (`HEAD`): a
 1024-row draft vocabulary of `mtp-lit draft-vocab` counted on the greedy chains (so the draft's proposals are among its ids),
@@ -95,3 +96,25 @@ def test_rejected_fp8_moe_drafts_never_change_output(tmp_path):
     assert r['draft']['param_dtypes']['model.layers.0.mlp.experts.routed_experts.w13_weight'] == 'float8_e4m3fn'
     assert r['acceptance']['drafts'] > 0 and r['acceptance']['acceptance_rate'] < 0.05, r['acceptance']
     assert r['tokens'] == expected()
+
+def test_online_fp8_is_the_converters_bytes(tmp_path):
+    """Every family's online per-channel FP8 draft (`MTP_FP8=1`) holds the draft parameters of its `mtp-lit quantize` checkpoint,
+    byte for byte: e4m3 weights, their scales and the BF16 rest (vLLM's own draft loader, no engine; one process for all)."""
+    import torch
+    from safetensors.torch import load_file
+    from mtp_lit.convert import quantize
+    from bad_inputs import load_drafts
+    cases = {}
+    for f in tf.FAMILIES:
+        src = tf.build(f, tmp_path / f)
+        conv = quantize(src, tmp_path / f'{f}-conv', scheme='per-channel', overwrite=True, progress=False)
+        for run_, ck, env in (('online', src, {'MTP_FP8': '1', 'MTP_FP8_SCHEME': 'per-channel'}), ('conv', conv, {})):
+            cases[f'{f}/{run_}'] = (ck, env, 3, {}, {'dump': str(tmp_path / f'{f}-{run_}.safetensors')})
+    res = load_drafts(cases, tmp_path / 'load')
+    assert {n: r['error'] for n, r in res.items() if not r['loaded']} == {}
+    raw = lambda t: t.view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t
+    for f in tf.FAMILIES:
+        on, conv = (load_file(str(tmp_path / f'{f}-{r}.safetensors')) for r in ('online', 'conv'))
+        assert sorted(on) == sorted(conv), f
+        assert any(t.dtype == torch.float8_e4m3fn for t in on.values()), f
+        assert [n for n in on if on[n].dtype != conv[n].dtype or not torch.equal(raw(on[n]), raw(conv[n]))] == [], f
